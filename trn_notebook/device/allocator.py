@@ -1,0 +1,371 @@
+"""A simulated caching segment allocator: the device memory counters' single source of truth.
+
+Semantics follow TorchNeuron's memory guide (shared/reference/torchneuron.md, Memory), which mirrors
+PyTorch's CUDA caching allocator:
+
+* requests under 1 MiB come from a *small pool* of 2 MiB segments; larger ones from a *large pool*
+  (20 MiB segments for requests under 10 MiB, a segment of the rounded size above that);
+* requests round up to a size class below 16 MiB (multiples of 256 B — the minimum block — under
+  1 MiB, multiples of 128 KiB up to 16 MiB); larger requests are only aligned to 256 B;
+* freed blocks stay cached (reserved) until :meth:`CachingAllocator.empty_cache`;
+* ``reserved >= allocated >= active`` always: *active* counts the exact bytes of live tensors,
+  *allocated* their rounded blocks, *reserved* the segments.
+
+No bytes are stored here: the simulator keeps tensor bytes in host memory; this class does the
+accounting, the addresses and the out-of-memory decision.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import torch
+
+KiB = 1 << 10
+MiB = 1 << 20
+MIN_BLOCK = 256
+SMALL_REQUEST = 1 * MiB
+SMALL_SEGMENT = 2 * MiB
+LARGE_SEGMENT = 20 * MiB
+LARGE_SEGMENT_THRESHOLD = 10 * MiB
+ROUND_LIMIT = 16 * MiB
+LARGE_CLASS = 128 * KiB
+TIMELINE_CAPACITY = 4_096
+
+
+def round_size(nbytes: int) -> int:
+    """Block size for a request of ``nbytes`` (size classes below 16 MiB, 256 B alignment above)."""
+    if nbytes <= MIN_BLOCK:
+        return MIN_BLOCK
+    if nbytes < SMALL_REQUEST:
+        return -(-nbytes // MIN_BLOCK) * MIN_BLOCK
+    if nbytes < ROUND_LIMIT:
+        return -(-nbytes // LARGE_CLASS) * LARGE_CLASS
+    return -(-nbytes // MIN_BLOCK) * MIN_BLOCK
+
+
+def segment_size(block: int) -> int:
+    """Segment the allocator reserves when no cached block fits ``block`` bytes."""
+    if block < SMALL_REQUEST:
+        return SMALL_SEGMENT
+    if block < LARGE_SEGMENT_THRESHOLD:
+        return LARGE_SEGMENT
+    return -(-block // SMALL_SEGMENT) * SMALL_SEGMENT
+
+
+@dataclass(eq=False)
+class Block:
+    """A range of a segment; ``free`` blocks are cached for reuse."""
+
+    addr: int
+    size: int
+    segment: Segment
+    free: bool = True
+    requested: int = 0
+    prev: Block | None = None
+    next: Block | None = None
+
+
+@dataclass(eq=False)
+class Segment:
+    """A reservation from the (simulated) runtime."""
+
+    addr: int
+    size: int
+    small: bool
+    head: Block | None = None
+    used: int = 0  # bytes in non-free blocks
+
+
+@dataclass
+class MemoryCounters:
+    """Current and peak counters plus events (the ``memory_stats`` figures)."""
+
+    allocated: int = 0
+    active: int = 0
+    reserved: int = 0
+    peak_allocated: int = 0
+    peak_active: int = 0
+    peak_reserved: int = 0
+    num_allocs: int = 0
+    num_frees: int = 0
+    num_alloc_retries: int = 0
+    num_ooms: int = 0
+    num_segments: int = 0
+    num_segment_frees: int = 0
+
+
+@dataclass
+class _Pool:
+    small: bool
+    sizes: list[int] = field(default_factory=list)  # sorted sizes having at least one free block
+    free: dict[int, list[Block]] = field(default_factory=dict)  # size -> free blocks (LIFO)
+
+    def push(self, block: Block) -> None:
+        stack = self.free.get(block.size)
+        if stack is None:
+            self.free[block.size] = [block]
+            bisect.insort(self.sizes, block.size)
+        else:
+            stack.append(block)
+
+    def remove(self, block: Block) -> None:
+        stack = self.free[block.size]
+        stack.remove(block)
+        if not stack:
+            del self.free[block.size]
+            self.sizes.pop(bisect.bisect_left(self.sizes, block.size))
+
+    def take(self, size: int) -> Block | None:
+        stack = self.free.get(size)
+        if stack is None:
+            i = bisect.bisect_left(self.sizes, size)
+            if i == len(self.sizes):
+                return None
+            stack = self.free[self.sizes[i]]
+        block = stack.pop()
+        if not stack:
+            del self.free[block.size]
+            self.sizes.pop(bisect.bisect_left(self.sizes, block.size))
+        return block
+
+
+class OutOfDeviceMemory(torch.OutOfMemoryError):
+    """Simulated HBM exhausted; carries the figures (asked, free, reserved, capacity) in bytes."""
+
+    def __init__(self, message: str, *, asked: int, free: int, reserved: int, capacity: int) -> None:
+        super().__init__(message)
+        self.asked = asked
+        self.free = free
+        self.reserved = reserved
+        self.capacity = capacity
+
+
+def _fmt(n: int) -> str:
+    for unit, size in (("GiB", 1 << 30), ("MiB", MiB), ("KiB", KiB)):
+        if abs(n) >= size:
+            return f"{n / size:.2f} {unit}"
+    return f"{n} B"
+
+
+class CachingAllocator:
+    """Accounting of device memory with CUDA-style caching; thread-safe (autograd runs backward on a worker)."""
+
+    def __init__(self, capacity: int) -> None:
+        self.lock = threading.RLock()
+        self.capacity = capacity
+        self._next_addr = 1 << 32
+        self._pools = {True: _Pool(small=True), False: _Pool(small=False)}
+        self._segments: list[Segment] = []
+        self.counters = MemoryCounters()
+        self.phase: str = "default"
+        self.phase_peaks: dict[str, dict[str, int]] = {}
+        self.timeline: deque[tuple[float, int, int, int, str]] = deque(maxlen=TIMELINE_CAPACITY)
+        self.oom_events: deque[tuple[float, int, str]] = deque(maxlen=256)
+        self._t0 = time.perf_counter()
+        self._last_sample = 0.0
+        self.sample_interval_s = 0.002
+
+    # -- public: the only way in and out -------------------------------------------------------
+    def malloc(self, nbytes: int) -> Block:
+        """Reserve a block for ``nbytes``; raises :class:`OutOfDeviceMemory` with figures if HBM is full."""
+        size = round_size(nbytes)
+        small = size < SMALL_REQUEST
+        with self.lock:
+            pool = self._pools[small]
+            block = pool.take(size)
+            if block is None:
+                block = self._new_segment_block(size, small, nbytes)
+            if block.size - size >= (MIN_BLOCK if small else SMALL_REQUEST):
+                self._split(block, size, pool)
+            block.free = False
+            block.requested = nbytes
+            block.segment.used += block.size
+            c = self.counters
+            c.allocated += block.size
+            c.active += nbytes
+            c.num_allocs += 1
+            if c.allocated > c.peak_allocated:
+                c.peak_allocated = c.allocated
+            if c.active > c.peak_active:
+                c.peak_active = c.active
+            self._phase_peak()
+            self._sample()
+            return block
+
+    def free(self, block: Block) -> None:
+        """Return a block to its pool (it stays reserved)."""
+        with self.lock:
+            if block.free:
+                return
+            c = self.counters
+            c.allocated -= block.size
+            c.active -= block.requested
+            c.num_frees += 1
+            block.segment.used -= block.size
+            block.free = True
+            block.requested = 0
+            self._pools[block.segment.small].push(block)
+            self._sample()
+
+    def empty_cache(self) -> int:
+        """Release every segment with no live block; returns the bytes released."""
+        with self.lock:
+            released = 0
+            keep = []
+            for seg in self._segments:
+                if seg.used == 0:
+                    pool = self._pools[seg.small]
+                    b = seg.head
+                    while b is not None:
+                        pool.remove(b)
+                        b = b.next
+                    released += seg.size
+                    self.counters.num_segment_frees += 1
+                else:
+                    keep.append(seg)
+            self._segments = keep
+            self.counters.reserved -= released
+            self._sample(force=True)
+            return released
+
+    # -- internals ------------------------------------------------------------------------------
+    def _new_segment_block(self, size: int, small: bool, nbytes: int) -> Block:
+        seg_size = segment_size(size)
+        c = self.counters
+        if c.reserved + seg_size > self.capacity:
+            # As CUDA does: free cached segments and retry once before failing.
+            c.num_alloc_retries += 1
+            self._coalesce_all()
+            block = self._pools[small].take(size)
+            if block is not None:
+                return block
+            self.empty_cache()
+            if c.reserved + seg_size > self.capacity:
+                c.num_ooms += 1
+                self.oom_events.append((time.perf_counter() - self._t0, nbytes, self.phase))
+                free = self.capacity - c.allocated
+                raise OutOfDeviceMemory(
+                    f"neuron out of memory (simulated HBM): tried to allocate {_fmt(nbytes)}; "
+                    f"{_fmt(max(free, 0))} free of {_fmt(self.capacity)} capacity; "
+                    f"{_fmt(c.allocated)} allocated, {_fmt(c.reserved)} reserved by the caching allocator. "
+                    "Free tensors you no longer need (del, then torch.neuron.empty_cache()), use a smaller "
+                    "batch or sequence bucket, or bfloat16 weights. Nothing already allocated was lost.",
+                    asked=nbytes,
+                    free=max(free, 0),
+                    reserved=c.reserved,
+                    capacity=self.capacity,
+                )
+        seg = Segment(addr=self._next_addr, size=seg_size, small=small)
+        self._next_addr += seg_size
+        block = Block(addr=seg.addr, size=seg_size, segment=seg)
+        seg.head = block
+        self._segments.append(seg)
+        c.reserved += seg_size
+        c.num_segments += 1
+        if c.reserved > c.peak_reserved:
+            c.peak_reserved = c.reserved
+        return block
+
+    def _split(self, block: Block, size: int, pool: _Pool) -> None:
+        rest = Block(addr=block.addr + size, size=block.size - size, segment=block.segment)
+        rest.prev, rest.next = block, block.next
+        if block.next is not None:
+            block.next.prev = rest
+        block.next = rest
+        block.size = size
+        pool.push(rest)
+
+    def _coalesce_all(self) -> None:
+        for seg in self._segments:
+            pool = self._pools[seg.small]
+            b = seg.head
+            while b is not None:
+                n = b.next
+                if b.free and n is not None and n.free:
+                    pool.remove(b)
+                    pool.remove(n)
+                    b.size += n.size
+                    b.next = n.next
+                    if n.next is not None:
+                        n.next.prev = b
+                    pool.push(b)
+                    continue
+                b = n
+
+    def _phase_peak(self) -> None:
+        peaks = self.phase_peaks.get(self.phase)
+        c = self.counters
+        if peaks is None:
+            peaks = self.phase_peaks[self.phase] = {"allocated": 0, "active": 0, "reserved": 0}
+        if c.allocated > peaks["allocated"]:
+            peaks["allocated"] = c.allocated
+        if c.active > peaks["active"]:
+            peaks["active"] = c.active
+        if c.reserved > peaks["reserved"]:
+            peaks["reserved"] = c.reserved
+
+    def _sample(self, force: bool = False) -> None:
+        now = time.perf_counter() - self._t0
+        if force or now - self._last_sample >= self.sample_interval_s:
+            self._last_sample = now
+            c = self.counters
+            self.timeline.append((now, c.allocated, c.active, c.reserved, self.phase))
+
+    # -- views ----------------------------------------------------------------------------------
+    @contextmanager
+    def phase_scope(self, name: str) -> Iterator[None]:
+        """Attribute peaks inside the block to phase ``name`` (nesting restores the outer phase)."""
+        with self.lock:
+            previous, self.phase = self.phase, name
+            self._phase_peak()
+            self._sample(force=True)
+        try:
+            yield
+        finally:
+            with self.lock:
+                self.phase = previous
+                self._sample(force=True)
+
+    def segments(self) -> list[tuple[int, int, bool, int]]:
+        """Live segments as ``(addr, size, small_pool, used_bytes)``."""
+        with self.lock:
+            return [(s.addr, s.size, s.small, s.used) for s in self._segments]
+
+    def check_invariants(self) -> None:
+        """Raise ``AssertionError`` if the counters disagree with the segment/block structure."""
+        with self.lock:
+            c = self.counters
+            reserved = sum(s.size for s in self._segments)
+            allocated = 0
+            for seg in self._segments:
+                total, b = 0, seg.head
+                while b is not None:
+                    total += b.size
+                    if not b.free:
+                        allocated += b.size
+                    b = b.next
+                assert total == seg.size, "blocks do not tile their segment"
+            assert reserved == c.reserved, (reserved, c.reserved)
+            assert allocated == c.allocated, (allocated, c.allocated)
+            assert c.reserved >= c.allocated >= c.active >= 0
+            assert c.reserved <= self.capacity
+
+    def reset_peaks(self) -> None:
+        """Set every peak (global and per phase) to the current value."""
+        with self.lock:
+            c = self.counters
+            c.peak_allocated, c.peak_active, c.peak_reserved = c.allocated, c.active, c.reserved
+            self.phase_peaks = {}
+            self._phase_peak()
+
+
+def allocator_timeline_columns() -> list[str]:
+    """Column names of :attr:`CachingAllocator.timeline` rows."""
+    return ["t_s", "allocated", "active", "reserved", "phase"]

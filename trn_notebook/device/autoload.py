@@ -1,0 +1,34 @@
+"""``torch.backends`` entry point: ``import torch`` alone makes the simulated ``neuron`` device available.
+
+PyTorch calls :func:`autoload` at the end of ``import torch`` unless
+``TORCH_DEVICE_BACKEND_AUTOLOAD=0``. The simulator stands down when a real ``torch_neuronx`` is
+importable (the real backend owns the ``neuron`` name then).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+
+log = logging.getLogger("trn_notebook.device")
+
+
+def real_backend_present() -> bool:
+    """True when the real TorchNeuron package (``torch_neuronx``) is importable."""
+    return importlib.util.find_spec("torch_neuronx") is not None
+
+
+def autoload() -> None:
+    """Register the simulated device, unless disabled or a real ``torch_neuronx`` is installed."""
+    if os.environ.get("TORCH_DEVICE_BACKEND_AUTOLOAD", "1") == "0":
+        return
+    if real_backend_present():
+        log.warning(
+            "trn_notebook: torch_neuronx is installed, so the real neuron backend is used; "
+            "the trn_notebook simulator stands down (import trn_notebook.device explicitly to override)"
+        )
+        return
+    from . import register
+
+    register()

@@ -1,0 +1,118 @@
+"""The three clocks of the simulator, never mixed, and the bounded event timeline.
+
+* **wall** — real seconds the simulator spent here (``time.perf_counter``);
+* **sim-host** — modeled host time of a real Trn host driving the device (dispatch, waiting at syncs);
+* **sim-device** — modeled device time; the device runs as a queue that starts a kernel at
+  ``max(device_free_at, host_now)``.
+
+Events (op, graph, transfer, sync) land in a bounded timeline usable as Chrome/Perfetto trace JSON.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+TIMELINE_CAPACITY = 20_000
+
+
+@dataclass
+class ClockState:
+    """Modeled host and device clocks plus event counters (one per process, guarded by a lock)."""
+
+    sim_host_s: float = 0.0
+    device_free_at_s: float = 0.0
+    device_busy_s: float = 0.0
+    wall_s: float = 0.0
+    sync_points: int = 0
+    launches: int = 0
+    fused_groups: int = 0
+    in_group: int = 0  # ops in the current adaptive-fusion group (0 = no open group)
+    events: deque[tuple[Any, ...]] = field(default_factory=lambda: deque(maxlen=TIMELINE_CAPACITY))
+    sync_log: deque[tuple[str, str, float]] = field(default_factory=lambda: deque(maxlen=2_000))
+
+
+class Clocks:
+    """Owner of the clock state: advance on launches, transfers and sync points."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.state = ClockState()
+
+    def launch(self, name: str, device_s: float, host_s: float, wall_s: float, kind: str = "op") -> None:
+        """Charge one device launch: host dispatch, then the kernel on the device queue."""
+        st = self.state
+        with self.lock:
+            st.sim_host_s += host_s
+            start = st.device_free_at_s if st.device_free_at_s > st.sim_host_s else st.sim_host_s
+            st.device_free_at_s = start + device_s
+            st.device_busy_s += device_s
+            st.wall_s += wall_s
+            st.launches += 1
+            st.events.append((kind, name, start, device_s))
+
+    def host_work(self, name: str, host_s: float, wall_s: float) -> None:
+        """Charge host-only time (a CPU fallback's compute or a transfer the host waits for)."""
+        st = self.state
+        with self.lock:
+            st.events.append(("host", name, st.sim_host_s, host_s))
+            st.sim_host_s += host_s
+            st.wall_s += wall_s
+
+    def sync(self, reason: str, where: str = "") -> float:
+        """Make the host wait for the device queue; returns the modeled wait in seconds."""
+        st = self.state
+        with self.lock:
+            wait = st.device_free_at_s - st.sim_host_s
+            if wait < 0:
+                wait = 0.0
+            st.sim_host_s += wait
+            st.sync_points += 1
+            st.in_group = 0
+            st.sync_log.append((reason, where, st.sim_host_s))
+            st.events.append(("sync", reason, st.sim_host_s, 0.0))
+            return wait
+
+    def snapshot(self) -> dict[str, float | int]:
+        """Scalar view of the clocks (seconds and counts)."""
+        st = self.state
+        with self.lock:
+            return {
+                "wall_s": st.wall_s,
+                "sim_host_s": st.sim_host_s,
+                "sim_device_s": st.device_busy_s,
+                "device_free_at_s": st.device_free_at_s,
+                "sync_points": st.sync_points,
+                "launches": st.launches,
+                "fused_groups": st.fused_groups,
+            }
+
+    def sync_events(self) -> list[tuple[str, str, float]]:
+        """The recent sync points as ``(reason, source, sim_host_s)``."""
+        with self.lock:
+            return list(self.state.sync_log)
+
+    def chrome_trace(self) -> dict[str, Any]:
+        """The timeline as Chrome/Perfetto trace JSON (``traceEvents``; µs; tid 0 device, 1 host)."""
+        with self.lock:
+            events = list(self.state.events)
+        trace = []
+        for kind, name, start, dur in events:
+            if kind == "sync":
+                trace.append({"name": f"sync: {name}", "ph": "i", "ts": start * 1e6, "pid": 0, "tid": 1, "s": "t"})
+            else:
+                tid = 1 if kind == "host" else 0
+                trace.append(
+                    {"name": name, "cat": kind, "ph": "X", "ts": start * 1e6, "dur": dur * 1e6, "pid": 0, "tid": tid}
+                )
+        return {"traceEvents": trace, "displayTimeUnit": "ms"}
+
+    def reset(self) -> None:
+        """Zero every clock and counter and drop the timeline."""
+        with self.lock:
+            self.state = ClockState()
+
+
+clocks = Clocks()

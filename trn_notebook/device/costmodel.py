@@ -1,0 +1,119 @@
+"""Roofline cost model: how long an op, a transfer or a compiled kernel takes on the modeled device.
+
+Every constant names its source; all can be overridden with :func:`set_cost_constants`.
+A device op costs ``launch + max(flops / peak(dtype), bytes / hbm_bandwidth)`` (a roofline).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+import torch
+
+from .chips import ChipSpec
+
+
+@dataclass(frozen=True)
+class CostConstants:
+    """Overridable constants of the cost model (seconds and bytes/s)."""
+
+    # Framework dispatch per eager op on the host. Source: published TorchNeuron eager speed of
+    # ~0.2 ms per small op (torchneuron.md, "Eager execution"); we split it 50 µs host + 150 µs launch.
+    eager_host_dispatch_s: float = 50e-6
+    # Launch of one eager kernel on the device (the other 150 µs of the ~0.2 ms above).
+    eager_launch_s: float = 150e-6
+    # Launch of one compiled executable. Source: ~0.44 ms idle between synchronous executable
+    # launches in a runtime design note (torchneuron.md, Hardware); we charge a third of it as launch
+    # and leave the rest to host/sync effects. Assumption, marked as such.
+    graph_launch_s: float = 150e-6
+    # Instruction dispatch of one fused kernel inside an executable. Assumption (no published figure).
+    kernel_in_graph_s: float = 2e-6
+    # Host<->device copies: PCIe Gen5 x16 effective ~32 GB/s and ~10 µs per DMA setup. Assumption.
+    transfer_bandwidth: float = 32e9
+    transfer_latency_s: float = 10e-6
+    # Fraction of the roofline peak a real kernel reaches. Assumption: 0.6 for matmul-class, the rest
+    # are bandwidth-bound so the factor rarely matters.
+    compute_efficiency: float = 0.6
+
+
+_constants = CostConstants()
+
+
+def get_cost_constants() -> CostConstants:
+    """Return the cost constants in force."""
+    return _constants
+
+
+def set_cost_constants(**changes: float) -> CostConstants:
+    """Override cost constants by name; raises ``TypeError`` on an unknown name."""
+    global _constants
+    valid = {f.name for f in dataclasses.fields(CostConstants)}
+    unknown = set(changes) - valid
+    if unknown:
+        raise TypeError(f"unknown cost constant(s) {sorted(unknown)}; valid: {sorted(valid)}")
+    _constants = dataclasses.replace(_constants, **changes)  # type: ignore[arg-type]
+    return _constants
+
+
+def roofline_seconds(chip: ChipSpec, flops: float, nbytes: float, dtype: torch.dtype) -> float:
+    """Device time of a kernel doing ``flops`` and moving ``nbytes`` through HBM, without launch cost."""
+    c = _constants
+    compute = flops / (chip.device_peak_flops(dtype) * c.compute_efficiency)
+    memory = nbytes / chip.device_hbm_bandwidth
+    return compute if compute > memory else memory
+
+
+def transfer_seconds(nbytes: float) -> float:
+    """Time of one host<->device copy of ``nbytes``."""
+    if nbytes <= 0:
+        return 0.0
+    c = _constants
+    return c.transfer_latency_s + nbytes / c.transfer_bandwidth
+
+
+_MATMUL = frozenset({"mm", "addmm", "bmm", "baddbmm", "matmul", "linear", "addbmm", "_addmm_activation"})
+_CONV = frozenset({"convolution", "convolution_overrideable", "_convolution", "conv2d", "conv1d"})
+_SDPA = frozenset(
+    {
+        "_scaled_dot_product_flash_attention_for_cpu",
+        "scaled_dot_product_attention",
+        "_scaled_dot_product_efficient_attention",
+        "_scaled_dot_product_flash_attention",
+        "_scaled_dot_product_attention_math",
+    }
+)
+
+
+def estimate_flops(name: str, inputs: list[torch.Tensor], outputs: list[torch.Tensor]) -> float:
+    """Approximate FLOPs of op ``name`` (base name) from its tensor inputs and outputs."""
+    out_numel = sum(o.numel() for o in outputs)
+    if name in _MATMUL:
+        # 2*M*N*K: output elements times the contracted dimension of the first 2-d+ operand.
+        mats = [t for t in inputs if t.dim() >= 2]
+        k = mats[-2].shape[-1] if len(mats) >= 2 else (mats[0].shape[-1] if mats else 1)
+        return 2.0 * out_numel * k
+    if name in _CONV and len(inputs) >= 2:
+        w = inputs[1]
+        return 2.0 * out_numel * (w.numel() // max(w.shape[0], 1))
+    if name in _SDPA and len(inputs) >= 3:
+        q, k = inputs[0], inputs[1]
+        return 4.0 * q.numel() * k.shape[-2]
+    in_numel = sum(t.numel() for t in inputs)
+    return float(max(out_numel, in_numel))
+
+
+def matmul_like(name: str) -> bool:
+    """True for ops the cost model treats as matrix multiplication or convolution."""
+    return name in _MATMUL or name in _CONV or name in _SDPA
+
+
+def ceil_div(a: int, b: int) -> int:
+    """Integer ceiling division."""
+    return -(-a // b)
+
+
+def log2_ceil(n: int) -> int:
+    """Smallest k with 2**k >= n (n >= 1)."""
+    return max(0, math.ceil(math.log2(n)))

@@ -1,0 +1,277 @@
+"""Execution of ATen ops on the simulated device: one boxed fallback plus a few direct kernels.
+
+Every op on a neuron tensor lands in :func:`run_op`: it decides the placement (policy registry),
+runs the CPU kernel on host aliases of the device bytes, maps results back to neuron tensors
+(aliases stay aliases, in-place ops return their argument), and records the op in the placement
+log, the clocks and the cost model. Direct registrations exist only for hot ops (skipping the
+``.out`` detour of structured kernels), copies, factories, ``item`` and the ops whose composite
+kernels raise before reaching a fallback (convolution).
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from typing import Any
+
+import torch
+
+from . import config as _config
+from . import costmodel
+from .clocks import clocks
+from .placement import placement_log
+from .policy import NATIVE_DTYPES, REJECTED_DTYPES, policy
+from .runtime import host_view, rebind, state, wrap
+
+_perf = time.perf_counter
+_Tensor = torch.Tensor
+
+
+class NeuronFallbackWarning(UserWarning):
+    """Emitted once per op that falls back to the CPU."""
+
+
+class _Flags:
+    formatting = 0  # > 0 while printing: float64 allowed for the formatter's internal math
+
+
+flags = _Flags()
+_warned: set[str] = set()
+
+
+class _OpInfo:
+    __slots__ = ("category", "mutable", "name", "reason", "version")
+
+    def __init__(self, op: torch._ops.OpOverload) -> None:
+        schema = op._schema
+        name = schema.name.split("::", 1)[-1]
+        self.name = name
+        rule = policy.rule(name, op)
+        self.category = rule.category
+        self.reason = rule.reason
+        self.mutable = any(a.alias_info is not None and a.alias_info.is_write for a in schema.arguments)
+        self.version = policy.version
+
+
+_infos: dict[Any, _OpInfo] = {}
+
+
+def op_info(op: torch._ops.OpOverload) -> _OpInfo:
+    """Cached placement facts of ``op`` (recomputed when the policy changes)."""
+    info = _infos.get(op)
+    if info is None or info.version != policy.version:
+        info = _infos[op] = _OpInfo(op)
+    return info
+
+
+def _reject_dtype(name: str, dtype: torch.dtype) -> TypeError:
+    kind = "float64" if dtype == torch.float64 else "complex128"
+    return TypeError(
+        f"neuron does not support {kind} (aten::{name}): the device has no native 64-bit floating point. "
+        f"Use float32 or bfloat16 (e.g. x.float() before .to('neuron')), or keep this computation on the "
+        f"CPU. Printing and .cpu() still work; set TRN_NOTEBOOK_ALLOW_FLOAT64=1 to simulate it anyway."
+    )
+
+
+def _unsupported(info: _OpInfo) -> NotImplementedError:
+    why = info.reason or "it is marked unsupported in the op policy"
+    return NotImplementedError(
+        f"aten::{info.name} is not supported on the neuron device: {why}. Run this step on the CPU "
+        f"(x.cpu()), or let it fall back with trn_notebook.set_op_category('{info.name}', 'cpu_fallback')."
+    )
+
+
+def _same_device_error(name: str) -> RuntimeError:
+    return RuntimeError(
+        f"Expected all tensors to be on the same device, but found at least two devices, neuron:0 and cpu! "
+        f"(when checking arguments for aten::{name}); move the CPU tensor with .to('neuron')"
+    )
+
+
+def run_op(op: torch._ops.OpOverload, *args: Any, **kwargs: Any) -> Any:
+    """Run ``op`` for the neuron device: place it, compute it on host aliases, record its cost."""
+    info = _infos.get(op)
+    if info is None or info.version != policy.version:
+        info = op_info(op)
+    category = info.category
+    if category == "unsupported":
+        raise _unsupported(info)
+    t0 = _perf()
+    cfg = _config._current
+    allow64 = cfg.allow_float64 or flags.formatting
+    pairs: list[tuple[_Tensor, _Tensor]] = []
+    in_bytes = 0
+    dtype = None
+    foreign = False
+    hargs: list[Any] = []
+    for a in args:
+        if isinstance(a, _Tensor):
+            if a.is_cpu:
+                if a.dim() > 0:
+                    foreign = True
+                hargs.append(a)
+                continue
+            dt = a.dtype
+            if dt in REJECTED_DTYPES and not allow64:
+                raise _reject_dtype(info.name, dt)
+            if dtype is None or dt not in NATIVE_DTYPES:
+                dtype = dt
+            h = host_view(a)
+            pairs.append((h, a))
+            in_bytes += a.nbytes
+            hargs.append(h)
+        elif isinstance(a, (list, tuple)) and a and isinstance(a[0], _Tensor | None):
+            hl: list[Any] = []
+            for x in a:
+                if isinstance(x, _Tensor) and not x.is_cpu:
+                    if x.dtype in REJECTED_DTYPES and not allow64:
+                        raise _reject_dtype(info.name, x.dtype)
+                    if dtype is None or x.dtype not in NATIVE_DTYPES:
+                        dtype = x.dtype
+                    h = host_view(x)
+                    pairs.append((h, x))
+                    in_bytes += x.nbytes
+                    hl.append(h)
+                else:
+                    if isinstance(x, _Tensor) and x.dim() > 0:
+                        foreign = True
+                    hl.append(x)
+            hargs.append(hl)
+        else:
+            hargs.append(a)
+    if kwargs:
+        kw = {}
+        for k, v in kwargs.items():
+            if isinstance(v, _Tensor) and not v.is_cpu:
+                if v.dtype in REJECTED_DTYPES and not allow64:
+                    raise _reject_dtype(info.name, v.dtype)
+                h = host_view(v)
+                pairs.append((h, v))
+                in_bytes += v.nbytes
+                kw[k] = h
+            elif k == "device" and v is not None:
+                kw[k] = torch.device("cpu")
+            elif k == "dtype" and v in REJECTED_DTYPES and not allow64:
+                raise _reject_dtype(info.name, v)
+            elif isinstance(v, list) and v and isinstance(v[0], _Tensor):
+                hl = []
+                for x in v:
+                    if isinstance(x, _Tensor) and not x.is_cpu:
+                        h = host_view(x)
+                        pairs.append((h, x))
+                        in_bytes += x.nbytes
+                        hl.append(h)
+                    else:
+                        hl.append(x)
+                kw[k] = hl
+            else:
+                kw[k] = v
+        kwargs = kw
+    if foreign and pairs and not info.name.startswith("index"):
+        raise _same_device_error(info.name)
+    if category == "native" and dtype is not None and dtype not in NATIVE_DTYPES:
+        if cfg.fallback_only_for_unimplemented:
+            raise TypeError(
+                f"aten::{info.name} has a native kernel but not for {dtype}; "
+                "TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS=1 forbids the CPU fallback. "
+                "Cast to float32/bfloat16 or unset the variable."
+            )
+        category = "cpu_fallback"
+    if category == "cpu_fallback" and cfg.strict and not flags.formatting:
+        raise RuntimeError(
+            f"aten::{info.name} would fall back to CPU ({info.reason or 'no native kernel'}) and strict "
+            "mode is on; run it on the CPU explicitly or turn strict mode off (%%trn eager without --strict)"
+        )
+    t1 = _perf()
+    out = op(*hargs, **kwargs)
+    cpu_s = _perf() - t1
+    if info.mutable:
+        for h, n in pairs:
+            if h.untyped_storage().data_ptr() != n.untyped_storage().data_ptr():
+                rebind(n, h)
+    result = _to_device(out, pairs)
+    _account(info, category, result, pairs, in_bytes, dtype, cpu_s, _perf() - t0)
+    return result
+
+
+def _to_device(out: Any, pairs: list[tuple[_Tensor, _Tensor]]) -> Any:
+    if isinstance(out, _Tensor):
+        for h, n in pairs:
+            if out is h:
+                return n
+        if out.is_cpu:
+            return wrap(out)
+        return out
+    if isinstance(out, tuple | list):
+        return type(out)(_to_device(o, pairs) for o in out)
+    return out
+
+
+def _out_tensors(result: Any) -> list[_Tensor]:
+    if isinstance(result, _Tensor):
+        return [result]
+    if isinstance(result, tuple | list):
+        return [r for r in result if isinstance(r, _Tensor)]
+    return []
+
+
+def _account(
+    info: _OpInfo,
+    category: str,
+    result: Any,
+    pairs: list[tuple[_Tensor, _Tensor]],
+    in_bytes: int,
+    dtype: torch.dtype | None,
+    cpu_s: float,
+    wall_s: float,
+) -> None:
+    name = info.name
+    if category == "host_only":
+        placement_log.record(name, "host_only", wall_s, 0.0)
+        return
+    outs = _out_tensors(result)
+    out_bytes = 0
+    for o in outs:
+        out_bytes += o.nbytes
+    consts = costmodel._constants
+    if category == "native":
+        ins = [n for _, n in pairs]
+        flops = costmodel.estimate_flops(name, ins, outs)
+        device_s = costmodel.roofline_seconds(state.chip, flops, in_bytes + out_bytes, dtype or torch.float32)
+        cfg = _config._current
+        st = clocks.state
+        launch = consts.eager_launch_s
+        if cfg.eager_fusion and not torch.are_deterministic_algorithms_enabled():
+            if 0 < st.in_group < cfg.fusion_max_ops:
+                launch = 0.0
+                st.in_group += 1
+            else:
+                st.in_group = 1
+                st.fused_groups += 1
+        device_s += launch
+        clocks.launch(name, device_s, consts.eager_host_dispatch_s, wall_s)
+        placement_log.record(name, "native", wall_s, device_s)
+        if cfg.launch_blocking:
+            clocks.sync("NEURON_LAUNCH_BLOCKING=1")
+        return
+    # cpu_fallback: the host waits for the device, copies inputs out, computes, copies results back.
+    if name not in _warned:
+        _warned.add(name)
+        if not flags.formatting:
+            warnings.warn(f"Operator 'aten::{name}' fell back to CPU", NeuronFallbackWarning, stacklevel=3)
+    clocks.sync(f"fallback aten::{name}")
+    moved = costmodel.transfer_seconds(in_bytes) + costmodel.transfer_seconds(out_bytes)
+    clocks.host_work(name, moved + cpu_s, wall_s)
+    placement_log.record(name, "cpu_fallback", wall_s, 0.0, h2d=out_bytes, d2h=in_bytes)
+
+
+def record_sync(reason: str) -> None:
+    """Record a host-visible sync point (``.item()``, ``.cpu()``, ``print``, ``synchronize()``)."""
+    clocks.sync(reason, placement_log.user_source())
+
+
+def record_transfer(name: str, h2d: int, d2h: int, wall_s: float) -> None:
+    """Charge a host<->device copy to the clocks and the placement log."""
+    moved = costmodel.transfer_seconds(h2d + d2h)
+    clocks.host_work(name, moved, wall_s)
+    placement_log.record(name, "native", wall_s, moved, h2d=h2d, d2h=d2h)

@@ -1,0 +1,281 @@
+"""Direct PrivateUse1 kernels: copies, factories, value reads, storage ops and hot ops.
+
+Everything else goes through the boxed fallback (:func:`trn_notebook.device.dispatch.run_op`).
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from typing import Any
+
+import torch
+
+from . import config as _config
+from .dispatch import _reject_dtype, flags, record_sync, record_transfer, run_op
+from .policy import REJECTED_DTYPES
+from .runtime import _CPU_KEYSET, _set_storage, empty, host_storage, host_view, new_storage
+
+_perf = time.perf_counter
+
+# Functional overloads registered directly so they skip `empty` + `.out` (roughly halves their cost).
+HOT_OPS = (
+    "add.Tensor",
+    "sub.Tensor",
+    "mul.Tensor",
+    "div.Tensor",
+    "mul.Scalar",
+    "add.Scalar",
+    "neg",
+    "exp",
+    "mm",
+    "addmm",
+    "bmm",
+    "relu",
+    "gelu",
+    "silu",
+    "sigmoid",
+    "tanh",
+    "rsqrt",
+    "sqrt",
+    "pow.Tensor_Scalar",
+    "sum.dim_IntList",
+    "mean.dim",
+    "amax",
+    "where.self",
+    "clone",
+    "_softmax",
+    "_log_softmax",
+    "native_layer_norm",
+    "native_layer_norm_backward",
+    "threshold_backward",
+    "gelu_backward",
+    "_softmax_backward_data",
+    "_log_softmax_backward_data",
+    "embedding",
+    "embedding_dense_backward",
+    "nll_loss_forward",
+    "nll_loss_backward",
+    "add_.Tensor",
+    "mul_.Tensor",
+    "_scaled_dot_product_flash_attention_for_cpu",
+    "_scaled_dot_product_flash_attention_for_cpu_backward",
+    "cat",
+    "lerp_.Scalar",
+    "addcmul_",
+    "addcdiv_",
+    "_foreach_add_.List",
+    "_foreach_mul_.Scalar",
+    "sum",
+    "masked_fill.Scalar",
+)
+
+
+def _check_dtype(name: str, dtype: torch.dtype | None) -> torch.dtype:
+    dtype = dtype or torch.get_default_dtype()
+    if dtype in REJECTED_DTYPES and not (_config._current.allow_float64 or flags.formatting):
+        raise _reject_dtype(name, dtype)
+    return dtype
+
+
+def empty_memory_format(
+    size: list[int],
+    dtype: torch.dtype | None = None,
+    layout: Any = None,
+    device: Any = None,
+    pin_memory: bool | None = None,
+    memory_format: torch.memory_format | None = None,
+) -> torch.Tensor:
+    """``aten::empty.memory_format`` on the device (only contiguous/preserve formats, as on Trainium)."""
+    dtype = _check_dtype("empty", dtype)
+    if memory_format not in (None, torch.contiguous_format, torch.preserve_format):
+        raise RuntimeError(
+            f"neuron supports only contiguous memory format, got {memory_format}; drop "
+            "memory_format=torch.channels_last (TorchNeuron rejects it too)"
+        )
+    return empty(tuple(size), dtype)
+
+
+def empty_strided(
+    size: list[int],
+    stride: list[int],
+    dtype: torch.dtype | None = None,
+    layout: Any = None,
+    device: Any = None,
+    pin_memory: bool | None = None,
+) -> torch.Tensor:
+    """``aten::empty_strided`` on the device."""
+    dtype = _check_dtype("empty_strided", dtype)
+    return empty(tuple(size), dtype, tuple(stride))
+
+
+def copy_from(src: torch.Tensor, dst: torch.Tensor, non_blocking: bool = False) -> torch.Tensor:
+    """``aten::_copy_from``: host->device, device->host (a sync point) and device->device copies."""
+    t0 = _perf()
+    if dst.is_cpu:
+        record_sync("copy to host (.cpu()/.to('cpu'))")
+        dst.copy_(host_view(src))
+        record_transfer("_copy_from", 0, src.nbytes, _perf() - t0)
+        return dst
+    if dst.dtype in REJECTED_DTYPES and not (_config._current.allow_float64 or flags.formatting):
+        raise _reject_dtype("_copy_from", dst.dtype)
+    if src.is_cpu:
+        host_view(dst).copy_(src)
+        record_transfer("_copy_from", src.nbytes, 0, _perf() - t0)
+        return dst
+    return run_op(torch.ops.aten.copy_.default, dst, src)
+
+
+def copy_from_and_resize(src: torch.Tensor, dst: torch.Tensor) -> torch.Tensor:
+    """``aten::_copy_from_and_resize``: resize ``dst`` to ``src``'s shape, then copy."""
+    if dst.is_cpu:
+        dst.resize_(src.shape)
+    else:
+        resize_(dst, list(src.shape))
+    return copy_from(src, dst)
+
+
+def local_scalar_dense(t: torch.Tensor) -> Any:
+    """``aten::_local_scalar_dense`` (``.item()``): a sync point and a tiny device->host copy."""
+    t0 = _perf()
+    record_sync(".item()")
+    value = host_view(t).item()
+    record_transfer("_local_scalar_dense", 0, t.element_size(), _perf() - t0)
+    return value
+
+
+def resize_(t: torch.Tensor, size: list[int], memory_format: Any = None) -> torch.Tensor:
+    """``aten::resize_`` on the device: grows into new device memory when the storage is too small."""
+    numel = 1
+    for s in size:
+        numel *= s
+    needed = (t.storage_offset() + numel) * t.element_size()
+    if needed > t.untyped_storage().nbytes():
+        fresh = empty((numel + t.storage_offset(),), t.dtype)
+        old = host_storage(t)
+        if old is not None:
+            n = min(old.nbytes(), needed)
+            dst = torch.empty(0, dtype=torch.uint8).set_(host_storage(fresh), 0, (n,), (1,))
+            dst.copy_(torch.empty(0, dtype=torch.uint8).set_(old, 0, (n,), (1,)))
+        storage = fresh.untyped_storage()
+    else:
+        storage = t.untyped_storage()
+    stride = []
+    acc = 1
+    for s in reversed(size):
+        stride.append(acc)
+        acc *= max(s, 1)
+    _set_storage(_CPU_KEYSET, t, storage, t.storage_offset(), tuple(size), tuple(reversed(stride)))
+    return t
+
+
+def set_source_storage_offset(
+    t: torch.Tensor, source: torch.UntypedStorage, offset: int, size: list[int], stride: list[int]
+) -> torch.Tensor:
+    """``aten::set_.source_Storage_storage_offset``: metadata only (used by torch.load and deepcopy)."""
+    if source.device.type != "neuron":
+        raise RuntimeError("set_ on a neuron tensor needs a neuron storage; move it with .to('neuron')")
+    _set_storage(_CPU_KEYSET, t, source, offset, tuple(size), tuple(stride))
+    return t
+
+
+def set_source_storage(t: torch.Tensor, source: torch.UntypedStorage) -> torch.Tensor:
+    """``aten::set_.source_Storage``: view the whole storage as a 1-d tensor."""
+    return set_source_storage_offset(t, source, 0, [source.nbytes() // t.element_size()], [1])
+
+
+def set_source_tensor(t: torch.Tensor, source: torch.Tensor) -> torch.Tensor:
+    """``aten::set_.source_Tensor``: share ``source``'s storage and geometry."""
+    return set_source_storage_offset(
+        t, source.untyped_storage(), source.storage_offset(), list(source.shape), list(source.stride())
+    )
+
+
+def convolution_overrideable(
+    input: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    stride: list[int],
+    padding: list[int],
+    dilation: list[int],
+    transposed: bool,
+    output_padding: list[int],
+    groups: int,
+) -> torch.Tensor:
+    """Convolution on the device (the composite kernel for a new backend raises, so we provide it)."""
+    return run_op(
+        torch.ops.aten.convolution.default,
+        input,
+        weight,
+        bias,
+        stride,
+        padding,
+        dilation,
+        transposed,
+        output_padding,
+        groups,
+    )
+
+
+def convolution_backward_overrideable(
+    grad_output: torch.Tensor,
+    input: torch.Tensor,
+    weight: torch.Tensor,
+    stride: list[int],
+    padding: list[int],
+    dilation: list[int],
+    transposed: bool,
+    output_padding: list[int],
+    groups: int,
+    output_mask: list[bool],
+) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
+    """Gradients of :func:`convolution_overrideable` with respect to input, weight and bias."""
+    bias_sizes = [weight.shape[1] if transposed else weight.shape[0]] if output_mask[2] else None
+    return run_op(
+        torch.ops.aten.convolution_backward.default,
+        grad_output,
+        input,
+        weight,
+        bias_sizes,
+        stride,
+        padding,
+        dilation,
+        transposed,
+        output_padding,
+        groups,
+        output_mask,
+    )
+
+
+def neuron_storage(nbytes: int) -> torch.UntypedStorage:
+    """A fresh neuron UntypedStorage of ``nbytes`` (PyTorch's constructor would segfault without a C++ allocator)."""
+    host = torch.UntypedStorage(nbytes)
+    return new_storage(host)
+
+
+def register_kernels(lib: torch.library.Library) -> list[str]:
+    """Register the direct kernels on ``lib`` (an ``aten`` IMPL library); returns the overload names."""
+    direct = {
+        "empty.memory_format": empty_memory_format,
+        "empty_strided": empty_strided,
+        "_copy_from": copy_from,
+        "_copy_from_and_resize": copy_from_and_resize,
+        "_local_scalar_dense": local_scalar_dense,
+        "resize_": resize_,
+        "set_.source_Storage_storage_offset": set_source_storage_offset,
+        "set_.source_Storage": set_source_storage,
+        "set_.source_Tensor": set_source_tensor,
+        "convolution_overrideable": convolution_overrideable,
+        "convolution_backward_overrideable": convolution_backward_overrideable,
+    }
+    names = []
+    for name, fn in direct.items():
+        lib.impl(name, fn, "PrivateUse1")
+        names.append(name)
+    for name in HOT_OPS:
+        base, _, overload = name.partition(".")
+        packet = getattr(torch.ops.aten, base)
+        op = getattr(packet, overload or "default")
+        lib.impl(name, functools.partial(run_op, op), "PrivateUse1")
+        names.append(name)
+    return names

@@ -1,0 +1,223 @@
+"""Registration of the ``neuron`` PrivateUse1 device (idempotent) and its start-up self-test."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+import types
+from typing import Any
+
+import torch
+
+log = logging.getLogger("trn_notebook.device")
+
+_lock = threading.Lock()
+_registered = False
+_libs: list[torch.library.Library] = []
+
+# Every private torch API the device relies on; the self-test checks each one exists.
+PRIVATE_APIS = (
+    "torch.utils.backend_registration._setup_privateuseone_for_python_backend",
+    "torch._C._construct_storage_from_data_pointer",
+    "torch._C._acc.create_empty_tensor",
+    "torch._C._acc.PrivateUse1Hooks",
+    "torch._C._acc.DeviceGuard",
+    "torch._C._get_privateuse1_backend_name",
+    "torch._tensor_str._str",
+    "torch._tensor_str._tensor_str",
+    "torch._dynamo.eval_frame.set_code_exec_strategy",
+    "torch._dynamo.eval_frame.FrameExecStrategy",
+    "torch._dynamo.eval_frame.FrameAction",
+)
+
+
+class DeviceRegistrationError(RuntimeError):
+    """The installed torch lacks a private API the simulated device needs."""
+
+
+def _resolve(path: str) -> Any:
+    parts = path.split(".")
+    obj: Any = __import__(parts[0])
+    for part in parts[1:]:
+        obj = getattr(obj, part)
+    return obj
+
+
+def self_test() -> None:
+    """Check every private torch API used; raises :class:`DeviceRegistrationError` naming the torch version."""
+    import torch._dynamo.eval_frame
+    import torch._tensor_str
+    import torch.utils.backend_registration
+
+    missing = []
+    for path in PRIVATE_APIS:
+        try:
+            _resolve(path)
+        except AttributeError:
+            missing.append(path)
+    if missing:
+        raise DeviceRegistrationError(
+            f"trn_notebook's simulated neuron device needs private PyTorch APIs missing from torch "
+            f"{torch.__version__}: {', '.join(missing)}. trn_notebook is tested with torch 2.13.0; "
+            f"install it with `pip install torch==2.13.0`."
+        )
+
+
+def _functional_self_test() -> None:
+    """Exercise the device end to end once (alloc, op, view write, copy back, free)."""
+    x = torch.arange(6, dtype=torch.float32).reshape(2, 3).to("neuron")
+    y = (x * 2 + 1)[:, 1]
+    y.add_(1)
+    got = y.cpu().tolist()
+    if got != [4.0, 10.0]:
+        raise DeviceRegistrationError(f"neuron device self-test computed {got}, expected [4.0, 10.0]")
+
+
+def _patch_printing() -> None:
+    import torch._tensor_str as ts
+
+    from .dispatch import flags, record_sync
+    from .runtime import host_view
+
+    original = ts._str
+    if getattr(original, "_trn_notebook", False):
+        return
+
+    def _str(self: torch.Tensor, *, tensor_contents: str | None = None) -> str:
+        if tensor_contents is None and self.device.type == "neuron" and self.layout == torch.strided:
+            record_sync("print / repr")
+            flags.formatting += 1
+            try:
+                host = host_view(self.detach())
+                with torch.no_grad():
+                    tensor_contents = ts._tensor_str(host, len("tensor("))
+                return original(self, tensor_contents=tensor_contents)
+            finally:
+                flags.formatting -= 1
+        return original(self, tensor_contents=tensor_contents)
+
+    _str._trn_notebook = True  # type: ignore[attr-defined]
+    ts._str = _str
+
+
+def _patch_storage_constructor() -> None:
+    """``torch.UntypedStorage(n, device="neuron")`` would segfault (no C++ allocator): build it ourselves."""
+    from .kernels import neuron_storage
+
+    cls = torch.UntypedStorage
+    if getattr(cls.__new__, "_trn_notebook", False):
+        return
+    original_new = cls.__new__
+
+    def __new__(klass, *args, device=None, **kwargs):
+        if device is not None and torch.device(device).type == "neuron":
+            if len(args) == 1 and isinstance(args[0], int) and not kwargs:
+                return neuron_storage(args[0])
+            if not args and not kwargs:
+                return neuron_storage(0)
+            raise TypeError("torch.UntypedStorage(..., device='neuron') takes only a size in bytes")
+        return (
+            original_new(klass, *args, device=device, **kwargs)
+            if device is not None
+            else original_new(klass, *args, **kwargs)
+        )
+
+    __new__._trn_notebook = True  # type: ignore[attr-defined]
+    cls.__new__ = staticmethod(__new__)  # type: ignore[method-assign,assignment]
+
+
+def _patch_pin_memory() -> None:
+    """Pinning host memory for the neuron device is a no-op (DataLoader(pin_memory=True) works)."""
+    import torch.utils.data._utils.pin_memory as pm
+
+    original = pm.pin_memory
+    if getattr(original, "_trn_notebook", False):
+        return
+
+    def pin_memory(data: Any, device: str | None = None) -> Any:
+        if device is None or "neuron" in str(device):
+            return data
+        return original(data, device)
+
+    pin_memory._trn_notebook = True  # type: ignore[attr-defined]
+    pm.pin_memory = pin_memory
+    import torch.utils.data.dataloader as dl
+
+    if hasattr(dl, "_utils"):
+        dl._utils.pin_memory.pin_memory = pin_memory
+
+
+def _register_autocast(lib_fallback: torch.library.Library) -> None:
+    """Autocast on ``neuron``: lower-precision ops cast their inputs, everything else falls through."""
+    lib_fallback.fallback(torch.library.fallthrough_kernel, "AutocastPrivateUse1")
+    lib = torch.library.Library("aten", "IMPL")
+    _libs.append(lib)
+    from .autocast import register_autocast_kernels
+
+    register_autocast_kernels(lib)
+
+
+def _skip_dynamo_tracing() -> None:
+    """Dynamo must not trace our kernels while a compiled function runs (bogus graph breaks)."""
+    from torch._dynamo.eval_frame import FrameAction, FrameExecStrategy, set_code_exec_strategy
+
+    strategy = FrameExecStrategy(FrameAction.SKIP, FrameAction.SKIP)
+    for name, mod in list(sys.modules.items()):
+        if not name.startswith("trn_notebook.device") or mod is None:
+            continue
+        for obj in vars(mod).values():
+            for fn in _functions_of(obj):
+                set_code_exec_strategy(fn.__code__, strategy)
+
+
+def _functions_of(obj: Any) -> list[types.FunctionType]:
+    if isinstance(obj, types.FunctionType) and obj.__module__.startswith("trn_notebook.device"):
+        return [obj]
+    if isinstance(obj, type) and obj.__module__.startswith("trn_notebook.device"):
+        return [v for v in vars(obj).values() if isinstance(v, types.FunctionType)]
+    return []
+
+
+def is_registered() -> bool:
+    """True once :func:`register` has run in this process."""
+    return _registered
+
+
+def register() -> None:
+    """Register the ``neuron`` device with PyTorch (idempotent); raises if torch lacks an API we use."""
+    global _registered
+    with _lock:
+        if _registered:
+            return
+        self_test()
+        existing = torch._C._get_privateuse1_backend_name()
+        if existing not in ("privateuseone", "neuron"):
+            raise DeviceRegistrationError(
+                f"PrivateUse1 is already registered as {existing!r} by another package; "
+                "only one out-of-tree device can own it per process"
+            )
+        from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
+
+        from . import module as device_module
+        from .dispatch import run_op
+        from .guard import NeuronDeviceGuard, NeuronHooks
+        from .kernels import register_kernels
+
+        if existing == "privateuseone":
+            _setup_privateuseone_for_python_backend(
+                "neuron", backend_module=device_module, hook=NeuronHooks(), device_guard=NeuronDeviceGuard()
+            )
+        lib_fallback = torch.library.Library("_", "IMPL")
+        lib_fallback.fallback(run_op, "PrivateUse1")
+        lib = torch.library.Library("aten", "IMPL")
+        register_kernels(lib)
+        _libs.extend([lib_fallback, lib])
+        _register_autocast(lib_fallback)
+        _patch_printing()
+        _patch_storage_constructor()
+        _patch_pin_memory()
+        _skip_dynamo_tracing()
+        _registered = True
+        _functional_self_test()
+        log.debug("registered the simulated neuron device (torch %s)", torch.__version__)

@@ -1,0 +1,191 @@
+"""Device memory of the simulator: neuron tensors over host bytes, with allocator accounting.
+
+A neuron tensor is a plain ``torch.Tensor`` whose dispatch key is PrivateUse1 and whose storage is
+a *non-owning* storage pointing at the bytes of a host (CPU) storage that this module keeps alive.
+``wrap`` turns a CPU tensor into a neuron tensor aliasing the same bytes; ``host_view`` gives the
+CPU alias of a neuron tensor, so CPU kernels compute on device memory in place. Storage death is
+observed with a weak reference on the neuron storage (PyTorch preserves that Python object), which
+frees the simulated block exactly when the last tensor, view or saved tensor goes away.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from typing import Any
+
+import torch
+
+from . import config as _config
+from .allocator import Block, CachingAllocator
+from .chips import ChipSpec, get_chip_spec, with_cores
+
+DEVICE = torch.device("privateuseone", 0)  # prints as neuron:0 once renamed
+_CPU_KEYSET = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
+_set_storage = torch.ops.aten.set_.source_Storage_storage_offset.redispatch
+_construct_storage = torch._C._construct_storage_from_data_pointer
+_create_empty = torch._C._acc.create_empty_tensor
+_lock = threading.RLock()
+
+# data_ptr of a live neuron storage -> [host UntypedStorage, weakref to the neuron storage, Block]
+_owners: dict[int, list[Any]] = {}
+
+
+class _State:
+    chip: ChipSpec = get_chip_spec(_config.get_config().chip)
+    current_device: int = 0
+
+
+state = _State()
+allocator = CachingAllocator(_config.get_config().hbm_bytes or state.chip.device_hbm_bytes)
+
+
+def set_chip(name: str = "trn2", *, cores: int | None = None, hbm_bytes: int | None = None) -> ChipSpec:
+    """Select the chip model (``"trn2"`` or ``"trn3"``); optionally the logical cores and a capacity.
+
+    Raises ``ValueError`` for an unknown chip, a core count out of range, or a capacity below what is
+    already reserved.
+    """
+    spec = get_chip_spec(name)
+    if cores is not None:
+        spec = with_cores(spec, cores)
+    capacity = hbm_bytes or _config.get_config().hbm_bytes or spec.device_hbm_bytes
+    with allocator.lock:
+        if capacity < allocator.counters.reserved:
+            raise ValueError(
+                f"capacity {capacity} B is below the {allocator.counters.reserved} B already reserved; "
+                "free tensors and call torch.neuron.empty_cache() first"
+            )
+        allocator.capacity = capacity
+    state.chip = spec
+    return spec
+
+
+def get_chip() -> ChipSpec:
+    """The chip model in force."""
+    return state.chip
+
+
+def set_memory_capacity(nbytes: int | None) -> int:
+    """Set the simulated HBM of the device in bytes (``None`` = the chip's); returns the capacity.
+
+    Raises ``ValueError`` if it is below the memory already reserved.
+    """
+    capacity = nbytes if nbytes is not None else state.chip.device_hbm_bytes
+    with allocator.lock:
+        if capacity < allocator.counters.reserved:
+            raise ValueError(
+                f"capacity {capacity} B is below the {allocator.counters.reserved} B already reserved; "
+                "free tensors and call torch.neuron.empty_cache() first"
+            )
+        allocator.capacity = capacity
+    return capacity
+
+
+def _release(ptr: int) -> None:
+    entry = _owners.pop(ptr, None)
+    if entry is not None:
+        allocator.free(entry[2])
+
+
+def _finalizer(ptr: int):
+    return lambda _ref: _release(ptr)
+
+
+def new_storage(host: torch.UntypedStorage, block: Block | None = None) -> torch.UntypedStorage:
+    """Register ``host`` bytes as device memory and return the neuron storage aliasing them.
+
+    Raises ``torch.OutOfMemoryError`` (with figures) if the simulated HBM is exhausted.
+    """
+    nbytes = host.nbytes()
+    ptr = host.data_ptr()
+    if nbytes == 0 or ptr == 0:
+        return _construct_storage(0, DEVICE, 0)
+    if block is None:
+        block = allocator.malloc(nbytes)
+    st = _construct_storage(ptr, DEVICE, nbytes)
+    _owners[ptr] = [host, weakref.ref(st, _finalizer(ptr)), block]
+    return st
+
+
+def wrap(cpu: torch.Tensor) -> torch.Tensor:
+    """A neuron tensor aliasing the bytes of CPU tensor ``cpu`` (same sizes, strides and offset).
+
+    If ``cpu`` already views device memory, the result shares that neuron storage (a view);
+    otherwise its bytes become new device memory. Raises ``torch.OutOfMemoryError`` when full.
+    """
+    host = cpu.untyped_storage()
+    entry = _owners.get(host.data_ptr())
+    st = entry[1]() if entry is not None else None
+    if st is None:
+        st = new_storage(host)
+    t = _create_empty((0,), cpu.dtype)
+    _set_storage(_CPU_KEYSET, t, st, cpu.storage_offset(), cpu.size(), cpu.stride())
+    return t
+
+
+def rebind(t: torch.Tensor, cpu: torch.Tensor) -> None:
+    """Point neuron tensor ``t`` at the storage and geometry of CPU tensor ``cpu`` (after a resize)."""
+    host = cpu.untyped_storage()
+    entry = _owners.get(host.data_ptr())
+    st = entry[1]() if entry is not None else None
+    if st is None:
+        st = new_storage(host)
+    _set_storage(_CPU_KEYSET, t, st, cpu.storage_offset(), cpu.size(), cpu.stride())
+
+
+def host_view(t: torch.Tensor) -> torch.Tensor:
+    """The CPU tensor aliasing neuron tensor ``t``'s bytes (writes go through to the device tensor).
+
+    Raises ``RuntimeError`` if ``t``'s storage is not device memory of this simulator.
+    """
+    ptr = t.untyped_storage().data_ptr()
+    if ptr == 0:
+        return torch.empty(t.size(), dtype=t.dtype)
+    entry = _owners.get(ptr)
+    if entry is None:
+        raise RuntimeError(
+            "this neuron tensor's storage is not device memory of the trn_notebook simulator "
+            "(was it created before the device was reset?)"
+        )
+    return torch.empty(0, dtype=t.dtype).set_(entry[0], t.storage_offset(), t.size(), t.stride())
+
+
+def host_storage(t: torch.Tensor) -> torch.UntypedStorage | None:
+    """The host UntypedStorage behind a neuron tensor (``None`` for an empty storage)."""
+    entry = _owners.get(t.untyped_storage().data_ptr())
+    return None if entry is None else entry[0]
+
+
+def empty(size: tuple[int, ...] | list[int], dtype: torch.dtype, stride: tuple[int, ...] | None = None) -> torch.Tensor:
+    """Allocate an uninitialised neuron tensor; reserves simulated HBM before touching host memory.
+
+    Raises ``torch.OutOfMemoryError`` (simulated) when the device is full.
+    """
+    if stride is None:
+        cpu_nbytes = dtype.itemsize
+        for s in size:
+            cpu_nbytes *= s
+    else:
+        extent = 1 + sum((s - 1) * st for s, st in zip(size, stride) if s > 0) if all(size) else 0
+        cpu_nbytes = extent * dtype.itemsize
+    block = allocator.malloc(cpu_nbytes) if cpu_nbytes > 0 else None
+    try:
+        cpu = torch.empty(size, dtype=dtype) if stride is None else torch.empty_strided(size, stride, dtype=dtype)
+    except RuntimeError as exc:  # the host itself ran out of memory
+        if block is not None:
+            allocator.free(block)
+        raise torch.OutOfMemoryError(
+            f"host memory backing the simulator could not hold {cpu_nbytes} bytes; "
+            "lower the simulated capacity with trn_notebook.set_memory_capacity()"
+        ) from exc
+    host = cpu.untyped_storage()
+    st = new_storage(host, block) if block is not None else _construct_storage(0, DEVICE, 0)
+    t = _create_empty((0,), dtype)
+    _set_storage(_CPU_KEYSET, t, st, 0, cpu.size(), cpu.stride())
+    return t
+
+
+def live_storages() -> int:
+    """Number of live neuron storages with bytes."""
+    return len(_owners)
