@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import os
+import sys
 
 log = logging.getLogger("trn_notebook.device")
 
@@ -29,6 +30,9 @@ def autoload() -> None:
             "the trn_notebook simulator stands down (import trn_notebook.device explicitly to override)"
         )
         return
+    package = sys.modules.get(__package__)
+    if package is not None and not hasattr(package, "register"):
+        return  # `import trn_notebook` is importing torch: the package registers the device right after
     from . import register
 
     register()
