@@ -1,0 +1,243 @@
+"""MemoryView: device memory counters (current and peak), per-phase peaks and a live timeline.
+
+Everything comes from the allocator (``trn_notebook.device.runtime.allocator``): ``counters``,
+``capacity``, ``phase_peaks``, ``timeline`` and ``oom_events``. A live view runs one daemon thread
+that wakes every ``interval_s`` (200 ms), and when the allocator has new timeline samples sends only
+those (plus the counters) to the front end, so the chart moves while a cell runs. After each cell a
+full :meth:`MemoryView.refresh` puts the whole timeline into the synced state for saved notebooks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import weakref
+from typing import Any, Literal, TypedDict
+
+import traitlets
+
+from ..device.runtime import allocator
+from . import _html
+from ._base import STATIC, TrnWidget
+
+Point = list[Any]  # [t_s, allocated, active, reserved, phase]
+
+
+class PointsMessage(TypedDict):
+    """New timeline samples (and the counters) for a live view."""
+
+    type: Literal["points"]
+    points: list[Point]
+    ooms: list[list[Any]]
+
+
+def read_counters() -> dict[str, int]:
+    """The allocator's counters and capacity, copied under its lock."""
+    with allocator.lock:
+        counters = dataclasses.asdict(allocator.counters)
+        counters["capacity"] = int(allocator.capacity)
+    return counters
+
+
+def _post_run_cell_refresh(ref: weakref.ref[MemoryView]) -> Any:
+    def hook(*_args: Any) -> None:
+        view = ref()
+        if view is not None:
+            view.guarded("refresh after cell", view.refresh)
+
+    return hook
+
+
+class MemoryView(TrnWidget):
+    """Allocated / active / reserved bytes, current and peak, per-phase peaks, timeline with capacity and OOMs.
+
+    ``live=True`` starts a daemon thread sampling the allocator at most every ``interval_s`` seconds
+    while the view is open; :meth:`close` (or ``live = False``) stops it.
+    """
+
+    _esm = STATIC / "memory.js"
+
+    counters = traitlets.Dict().tag(sync=True)
+    phase_peaks = traitlets.Dict().tag(sync=True)
+    timeline = traitlets.List().tag(sync=True)
+    ooms = traitlets.List().tag(sync=True)
+    live = traitlets.Bool(False).tag(sync=True)
+    interval_s = traitlets.Float(0.2).tag(sync=True)
+
+    def __init__(self, live: bool = False, **kwargs: Any) -> None:
+        self._last_t = float("-inf")
+        self._last_oom_t = float("-inf")
+        self._stop: threading.Event | None = None
+        self._thread: threading.Thread | None = None
+        self._hook: Any = None
+        super().__init__(**kwargs)
+        self.refresh()
+        self.live = live
+
+    # -- reading the allocator -----------------------------------------------------------------
+    def refresh(self) -> None:
+        """Re-read every counter, the phase peaks, the whole timeline and the OOM events."""
+        with allocator.lock:
+            counters = read_counters()
+            peaks = {name: dict(p) for name, p in allocator.phase_peaks.items()}
+            timeline = [list(p) for p in allocator.timeline]
+            ooms = [list(o) for o in allocator.oom_events]
+        self._last_t = timeline[-1][0] if timeline else float("-inf")
+        self._last_oom_t = ooms[-1][0] if ooms else float("-inf")
+        self.counters = counters
+        self.phase_peaks = peaks
+        self.timeline = timeline
+        self.ooms = ooms
+
+    def poll(self) -> list[Point]:
+        """Send the timeline samples newer than the last ones sent (and fresh counters); return them."""
+        with allocator.lock:
+            points: list[Point] = []
+            for p in reversed(allocator.timeline):
+                if p[0] <= self._last_t:
+                    break
+                points.append(list(p))
+            ooms: list[list[Any]] = []
+            for o in reversed(allocator.oom_events):
+                if o[0] <= self._last_oom_t:
+                    break
+                ooms.append(list(o))
+            counters = read_counters() if points or ooms else None
+            peaks = {name: dict(p) for name, p in allocator.phase_peaks.items()} if counters else None
+        if counters is None:
+            return []
+        points.reverse()
+        ooms.reverse()
+        if points:
+            self._last_t = points[-1][0]
+        if ooms:
+            self._last_oom_t = ooms[-1][0]
+        self.counters = counters
+        if peaks != self.phase_peaks:
+            self.phase_peaks = peaks
+        self.send(PointsMessage(type="points", points=points, ooms=ooms))
+        return points
+
+    # -- live sampling -------------------------------------------------------------------------
+    @traitlets.observe("live")
+    def _live_changed(self, change: dict[str, Any]) -> None:
+        if change["new"]:
+            self._start()
+        else:
+            self._stop_thread()
+
+    def _start(self) -> None:
+        if self._thread is not None and self._thread.is_alive():
+            return
+        stop = threading.Event()
+        ref = weakref.ref(self)
+
+        def run() -> None:
+            while not stop.wait(max(_interval_of(ref), 0.05)):
+                view = ref()
+                if view is None or view.comm is None:
+                    return
+                view.guarded("live update", view.poll)
+                del view
+
+        self._stop = stop
+        self._thread = threading.Thread(target=run, name="trn-memory-view", daemon=True)
+        self._thread.start()
+        shell = _shell()
+        if shell is not None and self._hook is None:
+            self._hook = _post_run_cell_refresh(ref)
+            shell.events.register("post_run_cell", self._hook)
+
+    def _stop_thread(self) -> None:
+        if self._stop is not None:
+            self._stop.set()
+        self._stop = None
+        self._thread = None
+        shell = _shell()
+        if shell is not None and self._hook is not None:
+            try:
+                shell.events.unregister("post_run_cell", self._hook)
+            except ValueError:
+                pass
+        self._hook = None
+
+    @property
+    def sampling(self) -> bool:
+        """Whether the live sampling thread is running."""
+        return self._thread is not None and self._thread.is_alive()
+
+    def close(self) -> None:
+        """Stop live sampling and close the widget."""
+        self._stop_thread()
+        super().close()
+
+    # -- fallbacks ------------------------------------------------------------------------------
+    def fallback_html(self) -> str:
+        """Counters, per-phase peaks and a static timeline chart with capacity line and OOM marks."""
+        c = self.counters
+        cards = _html.table(
+            ["", "current", "peak"],
+            [
+                [k, _html.fmt_bytes(c.get(k, 0)), _html.fmt_bytes(c.get(f"peak_{k}", 0))]
+                for k in ("allocated", "active", "reserved")
+            ],
+        )
+        extra = (
+            f"<p>capacity {_html.esc(_html.fmt_bytes(c.get('capacity', 0)))}; "
+            f"{int(c.get('num_ooms', 0))} OOMs, {int(c.get('num_alloc_retries', 0))} allocation retries</p>"
+        )
+        phases = _html.table(
+            ["phase", "peak allocated", "peak active", "peak reserved"],
+            [
+                [
+                    name,
+                    _html.fmt_bytes(p.get("allocated", 0)),
+                    _html.fmt_bytes(p.get("active", 0)),
+                    _html.fmt_bytes(p.get("reserved", 0)),
+                ]
+                for name, p in self.phase_peaks.items()
+            ],
+        )
+        tl = self.timeline
+        top = max([p[3] for p in tl] + [1])
+        hlines = [("#c62828", c["capacity"])] if c.get("capacity", 0) <= 4 * top else []
+        chart = _html.polyline_svg(
+            [
+                ("#1565c0", [(p[0], p[1]) for p in tl]),
+                ("#2e7d32", [(p[0], p[2]) for p in tl]),
+                ("#8e24aa", [(p[0], p[3]) for p in tl]),
+            ],
+            hlines=hlines,
+            vmarks=[o[0] for o in self.ooms],
+        )
+        legend = "<p>blue: allocated, green: active, purple: reserved, red: capacity / OOM</p>" if chart else ""
+        return _html.section("Device memory", cards + extra + phases + chart + legend)
+
+    def fallback_text(self) -> str:
+        """Current and peak counters, capacity and OOMs on a few lines."""
+        c = self.counters
+        lines = [
+            "Device memory: "
+            + ", ".join(
+                f"{k} {_html.fmt_bytes(c.get(k, 0))} (peak {_html.fmt_bytes(c.get(f'peak_{k}', 0))})"
+                for k in ("allocated", "active", "reserved")
+            ),
+            f"  capacity {_html.fmt_bytes(c.get('capacity', 0))}, {int(c.get('num_ooms', 0))} OOMs",
+        ]
+        for name, p in self.phase_peaks.items():
+            lines.append(f"  phase {name}: peak allocated {_html.fmt_bytes(p.get('allocated', 0))}")
+        return "\n".join(lines)
+
+
+def _interval_of(ref: weakref.ref[MemoryView]) -> float:
+    """The sampling interval of the referenced view (0.2 s once it is gone)."""
+    view = ref()
+    return 0.2 if view is None else float(view.interval_s)
+
+
+def _shell() -> Any:
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return None
+    return get_ipython()
