@@ -72,6 +72,11 @@ def _functional_self_test() -> None:
     got = y.cpu().tolist()
     if got != [4.0, 10.0]:
         raise DeviceRegistrationError(f"neuron device self-test computed {got}, expected [4.0, 10.0]")
+    from .clocks import clocks
+    from .placement import placement_log
+
+    placement_log.reset()  # the self-test's ops are not the user's: their first source line would stick
+    clocks.reset()
 
 
 def _patch_printing() -> None:
