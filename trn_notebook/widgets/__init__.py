@@ -1,6 +1,9 @@
 """Notebook widgets over the single sources of truth (anywidget; ESM files in ``static/``, no CDN)."""
 
+from .cache import CacheView
+from .dashboard import Dashboard
 from .memory import MemoryView
 from .placement import PlacementView
+from .tuner import ShapeTuner
 
-__all__ = ["MemoryView", "PlacementView"]
+__all__ = ["CacheView", "Dashboard", "MemoryView", "PlacementView", "ShapeTuner"]

@@ -63,7 +63,7 @@ class TrnWidget(anywidget.AnyWidget):
         try:
             handler(content)
         except Exception as exc:  # widget comm errors are data for the front end, not kernel tracebacks
-            log.exception("%s failed to handle %r", type(self).__name__, kind)
+            log.debug("%s failed to handle %r", type(self).__name__, kind, exc_info=True)
             self.report_error(f"{kind}: {type(exc).__name__}: {exc}")
 
     def _on_refresh(self, _content: dict[str, Any]) -> None:
@@ -71,7 +71,7 @@ class TrnWidget(anywidget.AnyWidget):
 
     def report_error(self, message: str) -> None:
         """Log ``message`` and show it in the view (trait ``error`` and an ``error`` message)."""
-        log.warning("%s: %s", type(self).__name__, message)
+        log.info("%s: %s", type(self).__name__, message)
         self.error = message
         self.send(ErrorMessage(type="error", message=message))
 
@@ -80,7 +80,7 @@ class TrnWidget(anywidget.AnyWidget):
         try:
             fn(*args)
         except Exception as exc:
-            log.exception("%s: %s failed", type(self).__name__, what)
+            log.debug("%s: %s failed", type(self).__name__, what, exc_info=True)
             self.report_error(f"{what}: {type(exc).__name__}: {exc}")
             return False
         return True

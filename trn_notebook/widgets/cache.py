@@ -1,0 +1,193 @@
+"""CacheView: the compiled graphs of the session (compile log) and the persistent cache, with a clear button.
+
+Reads ``trn_notebook.compiler.compile_log.snapshot()`` and ``trn_notebook.compiler.cache``
+(``cache_dir()``, ``cache_entries()``); clearing calls ``cache.clear_cache()`` and only when the
+front end confirmed (the view asks first).
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypedDict
+
+import traitlets
+
+from . import _html
+from ._base import STATIC, TrnWidget
+
+STAGES = ("capture", "aot", "lower", "passes", "codegen", "cache_write")
+
+
+class GraphRow(TypedDict):
+    """One compiled graph, as the view receives it."""
+
+    graph_name: str
+    model_name: str
+    graph_id: str
+    kind: str
+    nodes: int
+    fused_kernels: int
+    cache_result: str
+    stage_us: dict[str, float]
+    compile_s: float
+    modeled_device_ms: float
+    runs: int
+    warm_s: float
+    options: list[list[str]]  # [key, requested value, effective status]
+    graph_breaks: list[dict[str, str]]
+    recompile_reasons: list[str]
+
+
+def _compiler() -> Any:
+    import trn_notebook.compiler as compiler
+
+    return compiler
+
+
+def graph_row(entry: dict[str, Any]) -> GraphRow:
+    """A view row of one compile-log entry."""
+    requested = dict(entry.get("requested_options") or {})
+    effective = dict(entry.get("effective_options") or {})
+    options = [
+        [str(k), str(requested.get(k, "")), str(effective.get(k, ""))] for k in sorted(set(requested) | set(effective))
+    ]
+    return GraphRow(
+        graph_name=str(entry.get("graph_name", "")),
+        model_name=str(entry.get("model_name", "")),
+        graph_id=str(entry.get("graph_id", "")),
+        kind=str(entry.get("kind", "")),
+        nodes=int(entry.get("graph_node_count", 0)),
+        fused_kernels=int(entry.get("fused_kernels", 0)),
+        cache_result=str(entry.get("cache_result", "")),
+        stage_us={str(k): float(v) for k, v in dict(entry.get("stage_us") or {}).items()},
+        compile_s=float(entry.get("compile_s", 0.0)),
+        modeled_device_ms=float(entry.get("modeled_device_s", 0.0)) * 1e3,
+        runs=int(entry.get("runs", 0)),
+        warm_s=float(entry.get("warm_s", 0.0)),
+        options=options,
+        graph_breaks=[
+            {"reason": str(b.get("reason", "")), "source": str(b.get("source", ""))}
+            for b in entry.get("graph_breaks") or []
+        ],
+        recompile_reasons=[str(r) for r in entry.get("recompile_reasons") or []],
+    )
+
+
+def totals_of(rows: list[GraphRow]) -> dict[str, Any]:
+    """Cold (compile) vs warm totals and cache results over the rows."""
+    results: dict[str, int] = {}
+    for r in rows:
+        results[r["cache_result"]] = results.get(r["cache_result"], 0) + 1
+    return {
+        "graphs": len(rows),
+        "cold_s": sum(r["compile_s"] for r in rows),
+        "warm_s": sum(r["warm_s"] for r in rows),
+        "runs": sum(r["runs"] for r in rows),
+        "results": results,
+        "recompiles": sum(1 for r in rows if r["recompile_reasons"]),
+        "graph_breaks": sum(len(r["graph_breaks"]) for r in rows),
+    }
+
+
+class CacheView(TrnWidget):
+    """Compiled graphs (stages, cache result, modeled time, options), recompile reasons, cold vs warm, clear."""
+
+    _esm = STATIC / "cache.js"
+
+    graphs = traitlets.List().tag(sync=True)
+    totals = traitlets.Dict().tag(sync=True)
+    cache_dir = traitlets.Unicode("").tag(sync=True)
+    disk_entries = traitlets.Int(0).tag(sync=True)
+    status = traitlets.Unicode("").tag(sync=True)
+
+    def __init__(self, **kwargs: Any) -> None:
+        self._rows: list[GraphRow] = []
+        super().__init__(**kwargs)
+        self.guarded("reading the compile log", self.refresh)
+
+    def refresh(self) -> None:
+        """Re-read the compile log and the persistent cache index."""
+        compiler = _compiler()
+        self._rows = [graph_row(e) for e in compiler.compile_log.snapshot()]
+        with self.hold_sync():
+            self.graphs = list(self._rows)
+            self.totals = totals_of(self._rows)
+            self.cache_dir = str(compiler.cache.cache_dir())
+            self.disk_entries = len(compiler.cache.cache_entries())
+            self.error = ""
+
+    def _on_clear_cache(self, content: dict[str, Any]) -> None:
+        if content.get("confirm") is not True:
+            raise ValueError("clearing the cache needs confirmation ({'type': 'clear_cache', 'confirm': True})")
+        self.clear()
+
+    def clear(self) -> int:
+        """Delete every persistent cache entry (``cache.clear_cache()``); returns how many were removed."""
+        removed = int(_compiler().cache.clear_cache())
+        self.status = f"removed {removed} cache entries from {self.cache_dir}"
+        self.refresh()
+        return removed
+
+    def fallback_html(self) -> str:
+        """The graphs table, recompile reasons and cold/warm totals, escaped."""
+        t = self.totals
+        rows = [
+            [
+                r["graph_name"],
+                r["model_name"],
+                r["graph_id"][:12],
+                r["kind"],
+                r["nodes"],
+                r["fused_kernels"],
+                r["cache_result"],
+                _html.fmt_s(r["compile_s"]),
+                " ".join(f"{k} {v / 1e3:.1f}ms" for k, v in r["stage_us"].items()),
+                f"{r['modeled_device_ms']:.3f}",
+                r["runs"],
+                "; ".join(f"{k}={req} ({eff})" for k, req, eff in r["options"]),
+            ]
+            for r in self._rows
+        ]
+        table = _html.table(
+            [
+                "graph",
+                "model",
+                "id",
+                "kind",
+                "nodes",
+                "fused",
+                "cache",
+                "compile",
+                "stages",
+                "modeled ms",
+                "runs",
+                "options (requested → effective)",
+            ],
+            rows,
+        )
+        reasons = [[r["graph_name"], reason] for r in self._rows for reason in r["recompile_reasons"]]
+        reasons += [
+            [r["graph_name"], f"graph break: {b['reason']} at {b['source']}"]
+            for r in self._rows
+            for b in r["graph_breaks"]
+        ]
+        extra = _html.table(["graph", "recompile reason / graph break"], reasons) if reasons else ""
+        summary = (
+            f"<p>{t.get('graphs', 0)} graphs; cold (compile) {_html.esc(_html.fmt_s(t.get('cold_s', 0.0)))}, "
+            f"warm {_html.esc(_html.fmt_s(t.get('warm_s', 0.0)))} over {t.get('runs', 0)} runs; "
+            f"{self.disk_entries} entries in {_html.esc(self.cache_dir)}</p>"
+        )
+        return _html.section("Compile cache", table + extra + summary)
+
+    def fallback_text(self) -> str:
+        """Totals and one line per graph."""
+        t = self.totals
+        results = ", ".join(f"{v} {k}" for k, v in sorted(t.get("results", {}).items()))
+        lines = [
+            f"Compile cache: {t.get('graphs', 0)} graphs ({results or 'none'}); cold {_html.fmt_s(t.get('cold_s', 0.0))}, "
+            f"warm {_html.fmt_s(t.get('warm_s', 0.0))}; {self.disk_entries} entries on disk",
+        ]
+        for r in self._rows[:20]:
+            lines.append(
+                f"  {r['graph_name']:<28} {r['kind']:<9} {r['cache_result']:<11} {_html.fmt_s(r['compile_s'])}"
+            )
+        return "\n".join(lines)

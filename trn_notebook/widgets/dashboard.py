@@ -1,0 +1,83 @@
+"""Dashboard: the four views in tabs, kept live (memory sampled while cells run, the rest after each cell)."""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+import ipywidgets
+
+from ._base import log
+from .cache import CacheView
+from .memory import MemoryView, _shell
+from .placement import PlacementView
+from .tuner import ShapeTuner
+
+TITLES = ("Placement", "Compile cache", "Shapes", "Memory")
+
+
+def _after_cell(ref: weakref.ref[Dashboard]) -> Any:
+    def hook(*_args: Any) -> None:
+        dashboard = ref()
+        if dashboard is not None:
+            dashboard.refresh()
+
+    return hook
+
+
+class Dashboard(ipywidgets.Tab):
+    """PlacementView, CacheView, ShapeTuner and a live MemoryView in tabs; refreshed after every cell."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        self.placement = PlacementView()
+        self.cache = CacheView()
+        self.shapes = ShapeTuner()
+        self.memory = MemoryView(live=True)
+        views = (self.placement, self.cache, self.shapes, self.memory)
+        super().__init__(children=views, titles=TITLES, **kwargs)
+        self.add_class("trn-dashboard")
+        self._hook: Any = None
+        shell = _shell()
+        if shell is not None:
+            self._hook = _after_cell(weakref.ref(self))
+            shell.events.register("post_run_cell", self._hook)
+
+    @property
+    def views(self) -> tuple[PlacementView, CacheView, ShapeTuner, MemoryView]:
+        """The four views, in tab order."""
+        return self.placement, self.cache, self.shapes, self.memory
+
+    def refresh(self) -> None:
+        """Refresh every view; a failing view shows its error and the others still refresh."""
+        for view in self.views:
+            view.guarded("refresh", view.refresh)
+
+    def close(self) -> None:
+        """Stop the live updates and close the views."""
+        shell = _shell()
+        if shell is not None and self._hook is not None:
+            try:
+                shell.events.unregister("post_run_cell", self._hook)
+            except ValueError:
+                log.debug("dashboard hook already unregistered")
+        self._hook = None
+        for view in self.views:
+            view.close()
+        super().close()
+
+    def fallback_html(self) -> str:
+        """The four views' static HTML, one after another."""
+        return '<div class="trn-dashboard-fallback">' + "".join(v.fallback_html() for v in self.views) + "</div>"
+
+    def fallback_text(self) -> str:
+        """The four views' text summaries."""
+        return "\n\n".join(v.fallback_text() for v in self.views)
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        data = super()._repr_mimebundle_(**kwargs)
+        if data is None:
+            return None
+        metadata: dict[str, Any] = {}
+        if isinstance(data, tuple):
+            data, metadata = data
+        return {**data, "text/html": self.fallback_html(), "text/plain": self.fallback_text()}, metadata

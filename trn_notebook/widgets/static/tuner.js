@@ -1,0 +1,273 @@
+// ShapeTuner front end: draws the histogram Python binned and the buckets of the candidate policy,
+// and moves the policy controls. A control move is sent at most once per Python recompute (the
+// next move waits for the read-outs, or 400 ms), so dragging a slider stays smooth. No maths
+// beyond drawing; names go through textContent only.
+
+const SVG = "http://www.w3.org/2000/svg";
+
+function el(tag, cls, text) {
+  const node = document.createElement(tag);
+  if (cls) node.className = cls;
+  if (text !== undefined && text !== null) node.textContent = String(text);
+  return node;
+}
+
+function svg(tag, attrs) {
+  const node = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, String(v));
+  return node;
+}
+
+function fmtS(s) {
+  if (Math.abs(s) < 1e-3) return (s * 1e6).toFixed(1) + " µs";
+  if (Math.abs(s) < 1) return (s * 1e3).toFixed(2) + " ms";
+  return s.toFixed(2) + " s";
+}
+
+function render({ model, el: root }) {
+  root.classList.add("trn-widget", "trn-tuner");
+  const bar = el("div", "trn-bar");
+  const title = el("b", "trn-title");
+  const dimSelect = el("select", "trn-dim");
+  const refresh = el("button", "trn-button", "Refresh");
+  bar.append(title, dimSelect, refresh);
+  const error = el("div", "trn-error");
+  const W = 640;
+  const H = 190;
+  const chart = svg("svg", { width: W, height: H, class: "trn-histogram" });
+
+  const controls = el("div", "trn-controls");
+  const kind = el("select", "trn-kind");
+  for (const [value, label] of [["pow2", "powers of two"], ["step", "fixed step"], ["list", "explicit list"]]) {
+    const opt = el("option", null, label);
+    opt.value = value;
+    kind.append(opt);
+  }
+  const slider = (key) => {
+    const input = el("input", "trn-" + key);
+    input.type = "range";
+    input.min = "1";
+    input.step = "1";
+    const out = el("span", "trn-value");
+    return { input, out, key };
+  };
+  const minS = slider("min_len");
+  const maxS = slider("max_len");
+  const countS = slider("count");
+  countS.input.max = "64";
+  const sizes = el("input", "trn-sizes");
+  sizes.type = "text";
+  sizes.placeholder = "128,512,2048";
+  const rowFor = (label, input, out) => {
+    const l = el("span", "trn-label", label);
+    controls.append(l, input, out || el("span"));
+    return [l, input, out];
+  };
+  rowFor("policy", kind, null);
+  const minRow = rowFor("min", minS.input, minS.out);
+  const maxRow = rowFor("max", maxS.input, maxS.out);
+  const countRow = rowFor("buckets", countS.input, countS.out);
+  const sizesRow = rowFor("sizes", sizes, null);
+
+  const actions = el("div", "trn-bar");
+  const suggest = el("button", "trn-button trn-suggest", "Suggest (≤ buckets compiles)");
+  const apply = el("button", "trn-button trn-apply", "Apply");
+  const policyText = el("span", "trn-policy");
+  const applied = el("span", "trn-applied trn-label");
+  actions.append(apply, suggest, policyText, applied);
+  const cards = el("div", "trn-cards trn-readouts");
+  const source = el("div", "trn-note");
+  root.append(bar, error, chart, controls, actions, cards, source);
+
+  // -- sending control moves, coalesced --------------------------------------------------------
+  let inFlight = false;
+  let queued = null;
+  let timer = null;
+  function flush() {
+    if (queued === null) return;
+    const state = queued;
+    queued = null;
+    inFlight = true;
+    for (const [k, v] of Object.entries(state)) model.set(k, v);
+    model.save_changes();
+    clearTimeout(timer);
+    timer = setTimeout(done, 400);
+  }
+  function done() {
+    inFlight = false;
+    clearTimeout(timer);
+    flush();
+  }
+  function push(key, value) {
+    queued = { ...(queued || {}), [key]: value };
+    if (!inFlight) flush();
+  }
+
+  for (const s of [minS, maxS, countS]) {
+    s.input.addEventListener("input", () => {
+      s.out.textContent = s.input.value;
+      push(s.key, Number(s.input.value));
+    });
+  }
+  kind.addEventListener("change", () => push("kind", kind.value));
+  sizes.addEventListener("change", () => push("sizes", sizes.value));
+  dimSelect.addEventListener("change", () => push("dim", dimSelect.value));
+  refresh.addEventListener("click", () => model.send({ type: "refresh" }));
+  apply.addEventListener("click", () => model.send({ type: "apply" }));
+  suggest.addEventListener("click", () => model.send({ type: "suggest", max_compiles: model.get("count") }));
+
+  // -- drawing --------------------------------------------------------------------------------
+  function drawControls() {
+    const k = model.get("kind");
+    kind.value = k;
+    const top = String(model.get("range_max"));
+    for (const s of [minS, maxS, countS]) {
+      if (s !== countS) s.input.max = top;
+      if (!inFlight || queued === null) s.input.value = String(model.get(s.key));
+      s.out.textContent = String(model.get(s.key));
+    }
+    if (document.activeElement !== sizes) sizes.value = model.get("sizes");
+    const show = (row, on) => row.forEach((n) => n && (n.style.display = on ? "" : "none"));
+    show(minRow, k !== "list");
+    show(maxRow, k !== "list");
+    show(countRow, k === "step");
+    show(sizesRow, k === "list");
+    apply.disabled = !model.get("can_apply");
+    apply.title = model.get("can_apply") ? "Set this policy on the bucketed callable" : "Needs a bucketed callable";
+  }
+
+  function drawTitle() {
+    const name = model.get("name");
+    title.textContent = "Shape buckets" + (name ? ": " + name : "");
+    source.textContent = model.get("source");
+    const dims = model.get("dims") || [];
+    dimSelect.replaceChildren();
+    for (const d of dims) {
+      const opt = el("option", null, d);
+      opt.value = d;
+      dimSelect.append(opt);
+    }
+    dimSelect.value = model.get("dim");
+    dimSelect.style.display = dims.length > 1 ? "" : "none";
+    policyText.textContent = "candidate: " + model.get("policy");
+    applied.textContent = "in force: " + (model.get("applied") || "none");
+  }
+
+  function drawChart() {
+    chart.replaceChildren();
+    const h = model.get("hist") || {};
+    const edges = h.edges || [];
+    const counts = h.counts || [];
+    const buckets = model.get("buckets") || [];
+    if (counts.length === 0) {
+      const t = svg("text", { x: 10, y: H / 2 });
+      t.textContent = "no observed shapes yet";
+      chart.append(t);
+      return;
+    }
+    const x0 = Math.min(edges[0], buckets.length ? buckets[0] : edges[0]);
+    const firstAbove = buckets.find((b) => b >= h.max);
+    const x1 = Math.max(edges[edges.length - 1], firstAbove ?? 0) + 1;
+    const top = Math.max(...counts, 1);
+    const L = 40;
+    const B = 18;
+    const sx = (W - L - 8) / Math.max(x1 - x0, 1);
+    const sy = (H - B - 14) / top;
+    const X = (v) => L + (v - x0) * sx;
+    for (let i = 0; i < counts.length; i++) {
+      const hgt = counts[i] * sy;
+      const rect = svg("rect", {
+        x: X(edges[i]), y: H - B - hgt, width: Math.max((edges[i + 1] - edges[i]) * sx - 0.5, 0.5), height: hgt,
+        fill: "#1565c0", class: "trn-bin",
+      });
+      const tip = svg("title");
+      tip.textContent = `${edges[i]}–${edges[i + 1] - 1}: ${counts[i]}`;
+      rect.append(tip);
+      chart.append(rect);
+    }
+    let shown = 0;
+    for (const b of buckets) {
+      if (b < x0 || b > x1) continue;
+      shown += 1;
+      chart.append(svg("line", { x1: X(b), x2: X(b), y1: 10, y2: H - B, stroke: "#e65100", "stroke-width": 1.5,
+        class: "trn-bucket" }));
+      const label = svg("text", { x: X(b) + 2, y: 10 });
+      label.textContent = String(b);
+      chart.append(label);
+    }
+    const lo = svg("text", { x: L, y: H - 4 });
+    lo.textContent = String(x0);
+    const hi = svg("text", { x: W - 40, y: H - 4 });
+    hi.textContent = String(x1 - 1);
+    const peak = svg("text", { x: 2, y: 16 });
+    peak.textContent = String(top);
+    chart.append(lo, hi, peak);
+    chart.dataset.bucketsShown = String(shown);
+  }
+
+  function drawReadouts() {
+    const r = model.get("readouts") || {};
+    cards.replaceChildren();
+    const items = [
+      ["compiles", r.compiles ?? "–"],
+      ["padding waste", r.padding_waste_pct === undefined ? "–" : r.padding_waste_pct.toFixed(1) + "%"],
+      ["modeled cold compile", r.cold_compile_s === undefined ? "–" : fmtS(r.cold_compile_s)],
+      ["modeled p50", r.p50_s === undefined ? "–" : fmtS(r.p50_s)],
+      ["modeled p99", r.p99_s === undefined ? "–" : fmtS(r.p99_s)],
+      ["recompute", r.compute_ms === undefined ? "–" : r.compute_ms.toFixed(1) + " ms"],
+    ];
+    for (const [k, v] of items) {
+      const card = el("div", "trn-card");
+      card.dataset.key = k;
+      card.append(el("div", "trn-k", k), el("div", "trn-v", v));
+      cards.append(card);
+    }
+  }
+
+  function drawError() {
+    const message = model.get("error");
+    error.textContent = message;
+    error.style.display = message ? "block" : "none";
+  }
+
+  const handlers = [
+    ["change:readouts", () => { drawReadouts(); done(); }],
+    ["change:error", () => { drawError(); done(); }],
+    ["change:hist", drawChart],
+    ["change:buckets", drawChart],
+    ["change:policy", drawTitle],
+    ["change:applied", drawTitle],
+    ["change:name", drawTitle],
+    ["change:source", drawTitle],
+    ["change:dims", drawTitle],
+    ["change:dim", drawTitle],
+    ["change:kind", drawControls],
+    ["change:min_len", drawControls],
+    ["change:max_len", drawControls],
+    ["change:count", drawControls],
+    ["change:sizes", drawControls],
+    ["change:range_max", drawControls],
+    ["change:can_apply", drawControls],
+  ];
+  const onMsg = (msg) => {
+    if (msg && msg.type === "error") {
+      error.textContent = String(msg.message);
+      error.style.display = "block";
+      done();
+    }
+  };
+  for (const [ev, fn] of handlers) model.on(ev, fn);
+  model.on("msg:custom", onMsg);
+  drawTitle();
+  drawControls();
+  drawChart();
+  drawReadouts();
+  drawError();
+  return () => {
+    for (const [ev, fn] of handlers) model.off(ev, fn);
+    model.off("msg:custom", onMsg);
+    clearTimeout(timer);
+  };
+}
+
+export default { render };

@@ -1,0 +1,298 @@
+"""ShapeTuner: a histogram of observed (or given) lengths, the bucket policy drawn over it, live tuner read-outs.
+
+The lengths are binned in Python with numpy once per data change (refresh or another dimension);
+the view only draws. A change of the policy controls builds a candidate with
+``BucketPolicy.parse`` and calls ``trn_notebook.compiler.tune`` on a cached array, so a move of a
+control costs one ``tune`` call. "Apply" sets the candidate as ``target.policy`` on a
+``BucketedCallable``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import traitlets
+
+from . import _html
+from ._base import STATIC, TrnWidget
+
+MAX_BINS = 80
+KINDS = ("pow2", "step", "list")
+_SPEC = re.compile(r"^(?:pow2:(\d+)-(\d+)|step:(\d+):(\d+)-(\d+)|list:([\d,\s]+))$")
+
+
+def _compiler() -> Any:
+    """The compiler package (imported lazily: widgets sit above it and must load without it)."""
+    import trn_notebook.compiler as compiler
+
+    return compiler
+
+
+def as_counts(lengths: Any) -> tuple[np.ndarray, np.ndarray]:
+    """``(unique lengths, counts)`` as int64 arrays from a sequence, array, Series or dict length->count.
+
+    Raises ``ValueError`` for negative or non-integer lengths.
+    """
+    if isinstance(lengths, Mapping):
+        items = sorted((int(k), int(v)) for k, v in lengths.items() if int(v) > 0)
+        values = np.fromiter((k for k, _ in items), dtype=np.int64, count=len(items))
+        counts = np.fromiter((v for _, v in items), dtype=np.int64, count=len(items))
+    else:
+        arr = np.asarray(lengths)
+        if arr.size and not np.issubdtype(arr.dtype, np.integer) and not np.all(np.mod(arr, 1) == 0):
+            raise ValueError("lengths must be whole numbers")
+        values, counts = np.unique(arr.astype(np.int64).ravel(), return_counts=True)
+        counts = counts.astype(np.int64)
+    if values.size and values[0] < 0:
+        raise ValueError(f"lengths must be >= 0; got {int(values[0])}")
+    return values, counts
+
+
+def histogram(values: np.ndarray, counts: np.ndarray, max_bins: int = MAX_BINS) -> dict[str, Any]:
+    """Integer-aligned bins over the observed range: ``{"edges", "counts", "samples", "min", "max"}``."""
+    if values.size == 0:
+        return {"edges": [], "counts": [], "samples": 0, "min": 0, "max": 0}
+    lo, hi = int(values[0]), int(values[-1])
+    width = max(1, math.ceil((hi - lo + 1) / max_bins))
+    nbins = max(1, math.ceil((hi - lo + 1) / width))
+    edges = lo + width * np.arange(nbins + 1, dtype=np.int64)
+    binned = np.bincount((values - lo) // width, weights=counts, minlength=nbins)[:nbins]
+    return {
+        "edges": edges.tolist(),
+        "counts": binned.astype(np.int64).tolist(),
+        "samples": int(counts.sum()),
+        "min": lo,
+        "max": hi,
+    }
+
+
+def spec_controls(spec: str) -> dict[str, Any]:
+    """Control values for a policy spec (``pow2:128-2048``, ``step:256:256-2048``, ``list:128,512``)."""
+    m = _SPEC.match(spec.strip())
+    if m is None:
+        raise ValueError(f"not a bucket policy spec: {spec!r}")
+    if m.group(1):
+        return {"kind": "pow2", "min_len": int(m.group(1)), "max_len": int(m.group(2))}
+    if m.group(3):
+        step, lo, hi = int(m.group(3)), int(m.group(4)), int(m.group(5))
+        return {"kind": "step", "min_len": lo, "max_len": hi, "count": max(1, (hi - lo) // step + 1)}
+    sizes = [int(s) for s in m.group(6).replace(" ", "").split(",") if s]
+    return {"kind": "list", "sizes": ",".join(map(str, sizes)), "min_len": min(sizes), "max_len": max(sizes)}
+
+
+def controls_spec(kind: str, min_len: int, max_len: int, count: int, sizes: str) -> str:
+    """The policy spec the controls describe (``count`` buckets for ``step``: the step is derived)."""
+    if kind == "pow2":
+        return f"pow2:{min_len}-{max_len}"
+    if kind == "step":
+        step = max(1, math.ceil((max_len - min_len) / max(count - 1, 1)))
+        return f"step:{step}:{min_len}-{min_len + step * max(count - 1, 0)}"
+    if kind == "list":
+        return "list:" + ",".join(s.strip() for s in sizes.split(",") if s.strip())
+    raise ValueError(f"unknown policy kind {kind!r}; valid: {', '.join(KINDS)}")
+
+
+def _pow2_above(n: int) -> int:
+    return 1 << max(int(n) - 1, 0).bit_length()
+
+
+class ShapeTuner(TrnWidget):
+    """Observed lengths of a bucketed callable (or a given distribution) against a candidate bucket policy.
+
+    ``target`` is a ``BucketedCallable`` (``trn_notebook.compiler.bucketed``) or a shape-log name;
+    ``lengths`` a given distribution (sequence, array, Series or dict length->count), which wins
+    over the shape log. "Apply" needs a ``BucketedCallable``.
+    """
+
+    _esm = STATIC / "tuner.js"
+
+    name = traitlets.Unicode("").tag(sync=True)
+    source = traitlets.Unicode("").tag(sync=True)
+    dims = traitlets.List().tag(sync=True)
+    dim = traitlets.Unicode("").tag(sync=True)
+    hist = traitlets.Dict().tag(sync=True)
+    range_max = traitlets.Int(1).tag(sync=True)
+    kind = traitlets.Unicode("pow2").tag(sync=True)
+    min_len = traitlets.Int(1).tag(sync=True)
+    max_len = traitlets.Int(1).tag(sync=True)
+    count = traitlets.Int(4).tag(sync=True)
+    sizes = traitlets.Unicode("").tag(sync=True)
+    policy = traitlets.Unicode("").tag(sync=True)
+    buckets = traitlets.List().tag(sync=True)
+    readouts = traitlets.Dict().tag(sync=True)
+    applied = traitlets.Unicode("").tag(sync=True)
+    can_apply = traitlets.Bool(False).tag(sync=True)
+
+    def __init__(self, target: Any = None, lengths: Any = None, **kwargs: Any) -> None:
+        self._target = target
+        self._given = None if lengths is None else as_counts(lengths)
+        self._values = np.zeros(0, dtype=np.int64)
+        self._counts = np.zeros(0, dtype=np.int64)
+        self._tune_input: Any = {}
+        self._ready = False
+        super().__init__(**kwargs)
+        self.can_apply = target is not None and not isinstance(target, str)
+        self.guarded("reading the shape log", self.refresh)
+        self._ready = True
+        self.recompute()
+
+    # -- data -----------------------------------------------------------------------------------
+    def _shape_entry(self) -> dict[str, Any] | None:
+        name = self._target if isinstance(self._target, str) else getattr(self._target, "name", None)
+        snap = _compiler().shape_log.snapshot()
+        if name is None:  # no target: the first callable with observations
+            name = next((n for n, e in snap.items() if e.get("observed")), None)
+        if name is None:
+            return None
+        self.name = str(name)
+        return snap.get(name, {"observed": {}, "policy": None})
+
+    def refresh(self) -> None:
+        """Re-read the shape log (unless a distribution was given), re-bin, and recompute the read-outs."""
+        entry = None
+        if self._given is not None:
+            self.source = "given distribution"
+            if self._target is not None:
+                self.name = str(self._target if isinstance(self._target, str) else getattr(self._target, "name", ""))
+            values, counts = self._given
+        else:
+            entry = self._shape_entry()
+            observed = (entry or {}).get("observed") or {}
+            self.dims = sorted(map(str, observed))
+            if self.dim not in observed:
+                self.dim = self.dims[0] if self.dims else ""
+            self.source = f"shape log: {self.name}" if entry is not None else "shape log: no bucketed callable yet"
+            values, counts = as_counts(observed.get(self.dim, {}))
+        self._set_data(values, counts, entry)
+        if self._ready:
+            self.recompute()
+
+    def _set_data(self, values: np.ndarray, counts: np.ndarray, entry: dict[str, Any] | None) -> None:
+        self._values, self._counts = values, counts
+        # tune() takes a dict length->count: cached once per data change, never rebuilt per control move.
+        self._tune_input = dict(zip(values.tolist(), counts.tolist()))
+        self.hist = histogram(values, counts)
+        hi = int(values[-1]) if values.size else 1
+        self.range_max = max(2 * _pow2_above(hi), 2)
+        in_force = self._policy_in_force(entry)
+        self.applied = in_force or ""
+        if not self._ready:
+            spec = in_force or f"pow2:{max(_pow2_above(int(values[0])), 1) if values.size else 1}-{_pow2_above(hi)}"
+            self._set_controls(spec)
+
+    def _policy_in_force(self, entry: dict[str, Any] | None) -> str | None:
+        policy = getattr(self._target, "policy", None) if not isinstance(self._target, str) else None
+        if policy is not None:
+            return str(policy)
+        return (entry or {}).get("policy")
+
+    def _set_controls(self, spec: str) -> None:
+        controls = spec_controls(spec)
+        ready, self._ready = self._ready, False  # one recompute for the whole set, not one per control
+        try:
+            for key, value in controls.items():
+                setattr(self, key, value)
+        finally:
+            self._ready = ready
+        if ready:
+            self.recompute()
+
+    # -- the tuner ------------------------------------------------------------------------------
+    @traitlets.observe("kind", "min_len", "max_len", "count", "sizes")
+    def _controls_changed(self, _change: dict[str, Any]) -> None:
+        if self._ready:
+            self.recompute()
+
+    @traitlets.observe("dim")
+    def _dim_changed(self, _change: dict[str, Any]) -> None:
+        if self._ready and self._given is None:
+            self.guarded("refresh", self.refresh)
+
+    def recompute(self) -> bool:
+        """Build the candidate policy from the controls and ask ``tune`` for the read-outs.
+
+        An invalid policy is reported as data (``error``) and returns False.
+        """
+        start = time.perf_counter()
+        try:
+            compiler = _compiler()
+            spec = controls_spec(self.kind, self.min_len, self.max_len, self.count, self.sizes)
+            policy = compiler.BucketPolicy.parse(spec)
+            result = compiler.tune(policy, self._tune_input) if self._tune_input else None
+        except Exception as exc:
+            self.report_error(f"{type(exc).__name__}: {exc}")
+            return False
+        readouts: dict[str, Any] = {}
+        if result is not None:
+            readouts = {
+                "compiles": int(result.compiles),
+                "padding_waste_pct": float(result.padding_waste_pct),
+                "cold_compile_s": float(result.cold_compile_s),
+                "p50_s": float(result.p50_s),
+                "p99_s": float(result.p99_s),
+                "bucket_counts": {str(k): int(v) for k, v in dict(result.bucket_counts).items()},
+            }
+        readouts["compute_ms"] = (time.perf_counter() - start) * 1e3
+        with self.hold_sync():
+            self.policy = str(policy)
+            self.buckets = [int(b) for b in policy.buckets()]
+            self.readouts = readouts
+            self.error = ""
+        return True
+
+    def _on_apply(self, _content: dict[str, Any]) -> None:
+        self.apply()
+
+    def apply(self) -> str:
+        """Set the candidate policy on the target ``BucketedCallable``; returns its spec.
+
+        Raises ``TypeError`` if the tuner has no callable to apply to (a name or a given distribution).
+        """
+        if not self.can_apply:
+            raise TypeError(
+                "apply needs a BucketedCallable target (trn_notebook.compiler.bucketed(...)); "
+                f"this tuner shows {self.source or 'nothing'}"
+            )
+        self._target.policy = _compiler().BucketPolicy.parse(self.policy)
+        self.applied = str(self._target.policy)
+        return self.applied
+
+    def _on_suggest(self, content: dict[str, Any]) -> None:
+        max_compiles = int(content.get("max_compiles", self.count))
+        suggested = _compiler().suggest_policy(self._tune_input, max_compiles)
+        self._set_controls(str(suggested))
+
+    # -- fallbacks ------------------------------------------------------------------------------
+    def fallback_html(self) -> str:
+        """Histogram with bucket marks and the read-outs, escaped."""
+        h = self.hist
+        bars = [(h["edges"][i], h["edges"][i + 1], h["counts"][i]) for i in range(len(h.get("counts", [])))]
+        chart = _html.bars_svg(bars, marks=self.buckets)
+        r = self.readouts
+        rows = [["policy", self.policy], ["in force", self.applied or "none"], ["samples", h.get("samples", 0)]]
+        if "compiles" in r:
+            rows += [
+                ["compiles", r["compiles"]],
+                ["padding waste", f"{r['padding_waste_pct']:.1f}%"],
+                ["modeled cold compile", _html.fmt_s(r["cold_compile_s"])],
+                ["modeled p50 / p99", f"{_html.fmt_s(r['p50_s'])} / {_html.fmt_s(r['p99_s'])}"],
+            ]
+        title = f"Shape buckets: {self.name or self.source}" + (f" ({self.dim})" if self.dim else "")
+        return _html.section(title, chart + _html.table(["", ""], rows))
+
+    def fallback_text(self) -> str:
+        """Policy, samples and read-outs on a few lines."""
+        r = self.readouts
+        head = f"Shape buckets: {self.name or self.source}: {self.hist.get('samples', 0)} samples, policy {self.policy}"
+        if "compiles" not in r:
+            return head
+        return (
+            f"{head}\n  {r['compiles']} compiles, {r['padding_waste_pct']:.1f}% padding waste, "
+            f"cold compile {_html.fmt_s(r['cold_compile_s'])}, p50 {_html.fmt_s(r['p50_s'])}, "
+            f"p99 {_html.fmt_s(r['p99_s'])}"
+        )
