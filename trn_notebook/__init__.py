@@ -3,9 +3,9 @@
 ``import trn_notebook`` registers the simulated ``neuron`` device (idempotent).
 """
 
-from .device import register as _register_device
+from .device.autoload import autoload as _autoload
 
-_register_device()
+_autoload(explicit=True)  # registers the simulated device unless a real torch_neuronx is installed
 
 from .api import (  # noqa: E402
     clear_op_tracking,
@@ -19,6 +19,26 @@ from .api import (  # noqa: E402
 from .device import get_chip, set_chip, set_memory_capacity, set_op_category  # noqa: E402
 
 __version__ = "0.1.0"
+
+
+def load_ipython_extension(ipython: object) -> None:
+    """``%load_ext trn_notebook``: register the ``%trn`` / ``%%trn`` magics."""
+    from .magics import load_ipython_extension as load
+
+    load(ipython)  # type: ignore[arg-type]
+
+
+def unload_ipython_extension(ipython: object) -> None:
+    """``%unload_ext trn_notebook``: remove the magics and their hooks."""
+    from .magics import unload_ipython_extension as unload
+
+    unload(ipython)  # type: ignore[arg-type]
+
+
+def _jupyter_labextension_paths() -> list[dict[str, str]]:
+    """Where the prebuilt JupyterLab extension (the status-bar item) lives in the package."""
+    return [{"src": "labextension", "dest": "trn-notebook"}]
+
 
 __all__ = [
     "__version__",

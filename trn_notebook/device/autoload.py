@@ -20,19 +20,29 @@ def real_backend_present() -> bool:
     return importlib.util.find_spec("torch_neuronx") is not None
 
 
-def autoload() -> None:
-    """Register the simulated device, unless disabled or a real ``torch_neuronx`` is installed."""
-    if os.environ.get("TORCH_DEVICE_BACKEND_AUTOLOAD", "1") == "0":
-        return
+_said_stand_down = False
+
+
+def autoload(explicit: bool = False) -> bool:
+    """Register the simulated device unless a real ``torch_neuronx`` is installed; returns True if registered.
+
+    ``explicit`` is True for ``import trn_notebook`` (then ``TORCH_DEVICE_BACKEND_AUTOLOAD=0`` does not apply).
+    """
+    global _said_stand_down
+    if not explicit and os.environ.get("TORCH_DEVICE_BACKEND_AUTOLOAD", "1") == "0":
+        return False
     if real_backend_present():
-        log.warning(
-            "trn_notebook: torch_neuronx is installed, so the real neuron backend is used; "
-            "the trn_notebook simulator stands down (import trn_notebook.device explicitly to override)"
-        )
-        return
+        if not _said_stand_down:
+            _said_stand_down = True
+            log.warning(
+                "trn_notebook: torch_neuronx is installed, so the real neuron backend is used; "
+                "the trn_notebook simulator stands down (call trn_notebook.device.register() to force it)"
+            )
+        return False
     package = sys.modules.get(__package__)
     if package is not None and not hasattr(package, "register"):
         return  # `import trn_notebook` is importing torch: the package registers the device right after
     from . import register
 
     register()
+    return True

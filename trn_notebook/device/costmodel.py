@@ -86,6 +86,9 @@ _SDPA = frozenset(
 )
 
 
+MATMUL_LIKE = _MATMUL | _CONV | _SDPA
+
+
 def estimate_flops(name: str, inputs: list[torch.Tensor], outputs: list[torch.Tensor]) -> float:
     """Approximate FLOPs of op ``name`` (base name) from its tensor inputs and outputs."""
     out_numel = sum(o.numel() for o in outputs)

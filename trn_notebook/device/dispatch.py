@@ -10,8 +10,10 @@ kernels raise before reaching a fallback (convolution).
 
 from __future__ import annotations
 
+import contextlib
 import time
 import warnings
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -21,7 +23,7 @@ from . import costmodel
 from .clocks import clocks
 from .placement import placement_log
 from .policy import NATIVE_DTYPES, REJECTED_DTYPES, policy
-from .runtime import host_view, rebind, state, wrap
+from .runtime import cached_host_view, host_view, rebind, state, wrap
 
 _perf = time.perf_counter
 _Tensor = torch.Tensor
@@ -104,6 +106,7 @@ def run_op(op: torch._ops.OpOverload, *args: Any, **kwargs: Any) -> Any:
     dtype = None
     foreign = False
     hargs: list[Any] = []
+    view = host_view if info.mutable else cached_host_view
     for a in args:
         if isinstance(a, _Tensor):
             if a.is_cpu:
@@ -116,7 +119,7 @@ def run_op(op: torch._ops.OpOverload, *args: Any, **kwargs: Any) -> Any:
                 raise _reject_dtype(info.name, dt)
             if dtype is None or dt not in NATIVE_DTYPES:
                 dtype = dt
-            h = host_view(a)
+            h = view(a)
             pairs.append((h, a))
             in_bytes += a.nbytes
             hargs.append(h)
@@ -128,7 +131,7 @@ def run_op(op: torch._ops.OpOverload, *args: Any, **kwargs: Any) -> Any:
                         raise _reject_dtype(info.name, x.dtype)
                     if dtype is None or x.dtype not in NATIVE_DTYPES:
                         dtype = x.dtype
-                    h = host_view(x)
+                    h = view(x)
                     pairs.append((h, x))
                     in_bytes += x.nbytes
                     hl.append(h)
@@ -171,7 +174,8 @@ def run_op(op: torch._ops.OpOverload, *args: Any, **kwargs: Any) -> Any:
         raise _same_device_error(info.name)
     if category == "native" and dtype is not None and dtype not in NATIVE_DTYPES:
         if cfg.fallback_only_for_unimplemented:
-            raise TypeError(
+            # RuntimeError, not TypeError: torch turns a TypeError inside `a + b` into "unsupported operand".
+            raise RuntimeError(
                 f"aten::{info.name} has a native kernel but not for {dtype}; "
                 "TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS=1 forbids the CPU fallback. "
                 "Cast to float32/bfloat16 or unset the variable."
@@ -187,10 +191,12 @@ def run_op(op: torch._ops.OpOverload, *args: Any, **kwargs: Any) -> Any:
     cpu_s = _perf() - t1
     if info.mutable:
         for h, n in pairs:
-            if h.untyped_storage().data_ptr() != n.untyped_storage().data_ptr():
-                rebind(n, h)
+            moved = h.untyped_storage().data_ptr() != n.untyped_storage().data_ptr()
+            if moved or h.shape != n.shape or h.stride() != n.stride() or h.storage_offset() != n.storage_offset():
+                rebind(n, h)  # resized (out= tensors), possibly within the same storage (e.g. to 0 elements)
     result = _to_device(out, pairs)
-    _account(info, category, result, pairs, in_bytes, dtype, cpu_s, _perf() - t0)
+    if state.accounting:
+        _account(info, category, result, pairs, in_bytes, dtype, cpu_s, _perf() - t0)
     return result
 
 
@@ -235,9 +241,12 @@ def _account(
         out_bytes += o.nbytes
     consts = costmodel._constants
     if category == "native":
-        ins = [n for _, n in pairs]
-        flops = costmodel.estimate_flops(name, ins, outs)
-        device_s = costmodel.roofline_seconds(state.chip, flops, in_bytes + out_bytes, dtype or torch.float32)
+        dt = dtype or torch.float32
+        if name in costmodel.MATMUL_LIKE:
+            flops = costmodel.estimate_flops(name, [n for _, n in pairs], outs)
+        else:  # pointwise/reduction: ~one op per element of the larger side
+            flops = (in_bytes if in_bytes > out_bytes else out_bytes) / dt.itemsize
+        device_s = costmodel.roofline_seconds(state.chip, flops, in_bytes + out_bytes, dt)
         cfg = _config._current
         st = clocks.state
         launch = consts.eager_launch_s
@@ -263,6 +272,16 @@ def _account(
     moved = costmodel.transfer_seconds(in_bytes) + costmodel.transfer_seconds(out_bytes)
     clocks.host_work(name, moved + cpu_s, wall_s)
     placement_log.record(name, "cpu_fallback", wall_s, 0.0, h2d=out_bytes, d2h=in_bytes)
+
+
+@contextlib.contextmanager
+def accounting_disabled() -> Iterator[None]:
+    """Skip placement logging, cost model and allocator accounting (benchmarks of their overhead only)."""
+    state.accounting = False
+    try:
+        yield
+    finally:
+        state.accounting = True
 
 
 def record_sync(reason: str) -> None:

@@ -22,18 +22,20 @@ from .chips import ChipSpec, get_chip_spec, with_cores
 
 DEVICE = torch.device("privateuseone", 0)  # prints as neuron:0 once renamed
 _CPU_KEYSET = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
-_set_storage = torch.ops.aten.set_.source_Storage_storage_offset.redispatch
+_set_storage = torch.ops.aten.set_.source_Storage_storage_offset._handle.redispatch_boxed
 _construct_storage = torch._C._construct_storage_from_data_pointer
 _create_empty = torch._C._acc.create_empty_tensor
 _lock = threading.RLock()
 
-# data_ptr of a live neuron storage -> [host UntypedStorage, weakref to the neuron storage, Block]
+# data_ptr of a live neuron storage -> [host UntypedStorage, weakref to the neuron storage, Block | None,
+#                                      {geometry: cached read-only-metadata CPU view}]
 _owners: dict[int, list[Any]] = {}
 
 
 class _State:
     chip: ChipSpec = get_chip_spec(_config.get_config().chip)
     current_device: int = 0
+    accounting: bool = True  # False only inside benchmarks measuring the accounting's own cost
 
 
 state = _State()
@@ -84,7 +86,7 @@ def set_memory_capacity(nbytes: int | None) -> int:
 
 def _release(ptr: int) -> None:
     entry = _owners.pop(ptr, None)
-    if entry is not None:
+    if entry is not None and entry[2] is not None:
         allocator.free(entry[2])
 
 
@@ -101,10 +103,10 @@ def new_storage(host: torch.UntypedStorage, block: Block | None = None) -> torch
     ptr = host.data_ptr()
     if nbytes == 0 or ptr == 0:
         return _construct_storage(0, DEVICE, 0)
-    if block is None:
+    if block is None and state.accounting:
         block = allocator.malloc(nbytes)
     st = _construct_storage(ptr, DEVICE, nbytes)
-    _owners[ptr] = [host, weakref.ref(st, _finalizer(ptr)), block]
+    _owners[ptr] = [host, weakref.ref(st, _finalizer(ptr)), block, {}]
     return st
 
 
@@ -149,6 +151,22 @@ def host_view(t: torch.Tensor) -> torch.Tensor:
             "(was it created before the device was reset?)"
         )
     return torch.empty(0, dtype=t.dtype).set_(entry[0], t.storage_offset(), t.size(), t.stride())
+
+
+def cached_host_view(t: torch.Tensor) -> torch.Tensor:
+    """Like :func:`host_view`, but reuses one CPU view per geometry; only for ops that do not mutate metadata."""
+    ptr = t.untyped_storage().data_ptr()
+    entry = _owners.get(ptr)
+    if entry is None:
+        return host_view(t)
+    key = (t.storage_offset(), t.shape, t.stride(), t.dtype)
+    views = entry[3]
+    view = views.get(key)
+    if view is None:
+        if len(views) > 64:
+            views.clear()
+        view = views[key] = torch.empty(0, dtype=t.dtype).set_(entry[0], key[0], key[1], key[2])
+    return view
 
 
 def host_storage(t: torch.Tensor) -> torch.UntypedStorage | None:
