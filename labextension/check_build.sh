@@ -25,7 +25,7 @@ jlpm install --immutable
 jlpm build
 
 cd "$root"
-if ! git diff --exit-code -- trn_notebook/labextension; then
+if ! git diff --exit-code --stat -- trn_notebook/labextension; then
   echo "check_build.sh: trn_notebook/labextension is stale: rebuild with 'jlpm build' in labextension/ and commit" >&2
   exit 1
 fi
