@@ -1,0 +1,45 @@
+"""IPython integration of trn-notebook: the ``%trn`` magics and the status-bar comm.
+
+``load_ipython_extension`` registers the ``%trn`` / ``%%trn`` magic, tab completion, cell-aware
+source lines in the placement log, the post-cell state refresh and the status-bar comm;
+``unload_ipython_extension`` undoes all of it. Both are idempotent.
+"""
+
+from __future__ import annotations
+
+from IPython.core.interactiveshell import InteractiveShell
+
+from ..status import state_snapshot
+from . import hooks, status_comm
+from .trn import TrnMagics
+
+__all__ = ["TrnMagics", "load_ipython_extension", "unload_ipython_extension"]
+
+
+def _payload() -> dict:
+    return state_snapshot()[0]
+
+
+def load_ipython_extension(shell: InteractiveShell) -> None:
+    """Register ``%trn``/``%%trn`` and its hooks on ``shell`` (calling it again is harmless)."""
+    unload_ipython_extension(shell)
+    shell.register_magics(TrnMagics)
+    hooks.install_completion(shell)
+    hooks.install_source_formatter(shell)
+    shell.events.register("post_run_cell", hooks.post_run_cell)
+    status_comm.register(shell, _payload)  # type: ignore[arg-type]
+
+
+def unload_ipython_extension(shell: InteractiveShell) -> None:
+    """Remove the magic, its hooks and the status comm from ``shell``; harmless when not loaded."""
+    manager = shell.magics_manager
+    for kind in ("line", "cell"):
+        manager.magics[kind].pop("trn", None)
+    manager.registry.pop(TrnMagics.__name__, None)
+    hooks.remove_completion(shell)
+    hooks.remove_source_formatter(shell)
+    try:
+        shell.events.unregister("post_run_cell", hooks.post_run_cell)
+    except ValueError:
+        pass
+    status_comm.unregister(shell)
