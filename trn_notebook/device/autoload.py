@@ -41,7 +41,7 @@ def autoload(explicit: bool = False) -> bool:
         return False
     package = sys.modules.get(__package__)
     if package is not None and not hasattr(package, "register"):
-        return  # `import trn_notebook` is importing torch: the package registers the device right after
+        return False  # `import trn_notebook` is importing torch: the package registers the device right after
     from . import register
 
     register()
