@@ -1,0 +1,39 @@
+"""The compatibility sweep and the device fixes it drove (each regression test compares against CPU)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import trn_notebook  # noqa: F401
+
+
+def _neuron(t: torch.Tensor) -> torch.Tensor:
+    return t.to("neuron")
+
+
+# -- device regressions found by the sweep -------------------------------------------------------
+
+
+def test_import_trn_notebook_before_torch_registers_the_device() -> None:
+    code = "import trn_notebook, torch; print((torch.ones(2).to('neuron') + 1).cpu().tolist())"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[2.0, 2.0]"
+
+
+def test_out_tensor_resized_to_zero_elements_keeps_its_shape() -> None:
+    x = torch.ones(1, 0, 3)
+    assert torch.logical_not(_neuron(x)).shape == torch.logical_not(x).shape == (1, 0, 3)
+    assert torch.eye(0, device="neuron").shape == (0, 0)
+    assert (torch.isfinite(_neuron(x)).shape) == (1, 0, 3)
+
+
+def test_out_tensor_grown_by_an_op_matches_cpu() -> None:
+    out = torch.empty(0, device="neuron")
+    torch.add(_neuron(torch.arange(4.0).reshape(2, 2)), 1, out=out)
+    assert out.shape == (2, 2)
+    assert out.cpu().tolist() == [[1.0, 2.0], [3.0, 4.0]]
