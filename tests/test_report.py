@@ -1,0 +1,54 @@
+"""The migration evidence report: every row present, measured values, missing evidence said to be missing."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from trn_notebook.report import MigrationReport, report
+from trn_notebook.report.evidence import NOT_MEASURED
+
+
+def _model() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 4))
+
+
+def test_report_for_a_small_model_has_every_row_with_measured_values(fresh_device, tmp_path):
+    rep = report(_model(), torch.randn(4, 8), batch=4, runs=3)
+    rows = rep.rows()
+    assert [q for q, _, _ in rows] == [q for q, _, _ in MigrationReport.QUESTIONS]
+    run, numerics, placement, speed, _startup, maintain = (a for _, a, _ in rows)
+    assert "torch 2.13.0" in run and "forward completed on neuron" in run
+    assert numerics.startswith("PASS") and "atol=0.0001" in numerics and "bf16" in numerics
+    assert "native" in placement
+    assert "batch 4" in speed and "modeled device time" in speed and "synchronised" in speed
+    assert "torch==2.13.0" in maintain
+    md = rep.to_markdown()
+    assert md.count("\n|") == 7  # header, rule and six rows
+    path = rep.save(tmp_path / "report.md")
+    assert path.read_text() == md
+
+
+def test_report_without_a_compiled_run_says_so_in_the_cold_warm_row(fresh_device):
+    try:
+        from trn_notebook.compiler import compile_log
+
+        compile_log.reset()
+    except ImportError:
+        pass
+    rep = report()
+    startup = rep.rows()[4][1]
+    assert NOT_MEASURED in startup and "no compiled run" in startup
+    assert NOT_MEASURED in rep.rows()[1][1]  # no model: no numerical check, said plainly
+
+
+def test_report_html_escapes_user_text(fresh_device):
+    import trn_notebook
+
+    trn_notebook.set_op_category("<script>alert(1)</script>", "cpu_fallback")
+    try:
+        html = report()._repr_html_()
+    finally:
+        trn_notebook.device.policy.clear("<script>alert(1)</script>")
+    assert "<script>" not in html and "&lt;script&gt;" in html

@@ -1,0 +1,207 @@
+"""Collect the evidence for a migration report from the session's single sources of truth.
+
+Nothing here invents a figure: a row with no measurement says so ("not measured in this session").
+"""
+
+from __future__ import annotations
+
+import copy
+import platform
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ..device import placement_log
+from ..device.clocks import clocks
+from ..device.placement import CALLS, CATEGORY, D2H, H2D, SOURCE
+from ..device.policy import policy
+from ..device.runtime import get_chip
+
+NOT_MEASURED = "not measured in this session"
+
+# Tolerances for the numerical check (stated in the report): float32 device vs float32 CPU.
+FP32_ATOL = 1e-4
+FP32_RTOL = 1e-4
+
+
+@dataclass
+class Evidence:
+    """Every row of the report, as measured values or ``None`` when not measured."""
+
+    versions: dict[str, str] = field(default_factory=dict)
+    completed: str | None = None
+    numerics: dict[str, Any] | None = None
+    placement: dict[str, Any] = field(default_factory=dict)
+    latency: dict[str, Any] | None = None
+    startup: dict[str, Any] | None = None
+    maintain: dict[str, Any] = field(default_factory=dict)
+
+
+def _versions() -> dict[str, str]:
+    from .. import __version__
+
+    chip = get_chip()
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "trn-notebook": __version__,
+        "chip model": f"{chip.long_name} ({chip.name}), {chip.logical_cores} logical cores",
+        "execution": "trn_notebook simulator (no Trainium hardware; device times are modeled)",
+    }
+
+
+def _placement() -> dict[str, Any]:
+    snap = placement_log.snapshot()
+    calls: dict[str, int] = {}
+    for e in snap.values():
+        calls[e[CATEGORY]] = calls.get(e[CATEGORY], 0) + e[CALLS]
+    fallbacks = sorted(
+        ((name, e[CALLS], e[H2D] + e[D2H], e[SOURCE]) for name, e in snap.items() if e[CATEGORY] == "cpu_fallback"),
+        key=lambda r: -r[1],
+    )
+    return {"calls": calls, "fallbacks": fallbacks[:10], "ops_seen": len(snap)}
+
+
+def _to(value: Any, device: str, dtype: torch.dtype | None = None) -> Any:
+    if isinstance(value, torch.Tensor):
+        v = value.detach().to(device)
+        return v.to(dtype) if dtype is not None and v.is_floating_point() else v
+    if isinstance(value, tuple | list):
+        return type(value)(_to(v, device, dtype) for v in value)
+    if isinstance(value, dict):
+        return {k: _to(v, device, dtype) for k, v in value.items()}
+    return value
+
+
+def _first_tensor(out: Any) -> torch.Tensor:
+    if isinstance(out, torch.Tensor):
+        return out
+    if isinstance(out, dict):
+        out = list(out.values())
+    if isinstance(out, tuple | list):
+        for o in out:
+            if isinstance(o, torch.Tensor):
+                return o
+    raise TypeError("the model's output holds no tensor to compare")
+
+
+def _numerics(model: torch.nn.Module, inputs: tuple[Any, ...]) -> dict[str, Any]:
+    """Three-way check: device vs CPU float32, and CPU bfloat16 vs CPU float32 (the precision noise floor)."""
+    ref_model = copy.deepcopy(model).to("cpu").float().eval()
+    dev_model = copy.deepcopy(model).to("neuron").eval()
+    bf16_model = copy.deepcopy(model).to("cpu").to(torch.bfloat16).eval()
+    with torch.no_grad():
+        ref = _first_tensor(ref_model(*_to(inputs, "cpu"))).float()
+        dev = _first_tensor(dev_model(*_to(inputs, "neuron"))).cpu().float()
+        bf16 = _first_tensor(bf16_model(*_to(inputs, "cpu", torch.bfloat16))).float()
+    dev_err = (dev - ref).abs().max().item() if ref.numel() else 0.0
+    bf16_err = (bf16 - ref).abs().max().item() if ref.numel() else 0.0
+    ok = bool(torch.allclose(dev, ref, atol=FP32_ATOL, rtol=FP32_RTOL))
+    return {
+        "device_vs_cpu_fp32_max_abs": dev_err,
+        "cpu_bf16_vs_cpu_fp32_max_abs": bf16_err,
+        "tolerance": f"atol={FP32_ATOL:g}, rtol={FP32_RTOL:g} (float32 device vs float32 CPU)",
+        "passed": ok,
+    }
+
+
+def _latency(model: torch.nn.Module, inputs: tuple[Any, ...], runs: int, batch: int | None) -> dict[str, Any]:
+    """Synchronised eager latency on the device: wall and modeled device time per run, each labelled."""
+    dev_model = copy.deepcopy(model).to("neuron").eval()
+    dev_inputs = _to(inputs, "neuron")
+    walls, modeled = [], []
+    with torch.no_grad():
+        dev_model(*dev_inputs)  # warm-up (first call), excluded
+        torch.neuron.synchronize()
+        for _ in range(runs):
+            before = clocks.snapshot()["sim_device_s"]
+            t0 = time.perf_counter()
+            dev_model(*dev_inputs)
+            torch.neuron.synchronize()
+            walls.append(time.perf_counter() - t0)
+            modeled.append(float(clocks.snapshot()["sim_device_s"]) - float(before))
+    wall_p50, dev_p50 = statistics.median(walls), statistics.median(modeled)
+    return {
+        "runs": runs,
+        "batch": batch,
+        "boundary": "synchronised (torch.neuron.synchronize() after each run); first call excluded",
+        "wall_p50_s": wall_p50,
+        "modeled_device_p50_s": dev_p50,
+        "throughput_per_s_modeled": (batch / dev_p50) if batch and dev_p50 > 0 else None,
+        "throughput_per_s_wall": (batch / wall_p50) if batch and wall_p50 > 0 else None,
+    }
+
+
+def _compile_records() -> list[dict[str, Any]]:
+    try:
+        from ..compiler import compile_log
+    except ImportError:
+        return []
+    return list(compile_log.snapshot())
+
+
+def _startup(records: list[dict[str, Any]]) -> dict[str, Any] | None:
+    if not records:
+        return None
+    cold = [r for r in records if r.get("cache_result") == "miss"]
+    disk = [r for r in records if r.get("cache_result") == "disk hit"]
+    mem = [r for r in records if r.get("cache_result") == "memory hit"]
+    warm = [r["warm_s"] for r in records if r.get("warm_s")]
+    return {
+        "graphs": len(records),
+        "cold_compile_s": sum(float(r.get("compile_s") or 0.0) for r in cold),
+        "disk_hit_compile_s": sum(float(r.get("compile_s") or 0.0) for r in disk),
+        "cache": f"{len(cold)} miss, {len(disk)} disk hit, {len(mem)} memory hit",
+        "warm_call_s": statistics.median(warm) if warm else None,
+        "recompile_reasons": [reason for r in records for reason in r.get("recompile_reasons", [])][:5],
+    }
+
+
+def _maintain(records: list[dict[str, Any]]) -> dict[str, Any]:
+    options: dict[str, str] = {}
+    for r in records:
+        options.update({k: str(v) for k, v in (r.get("effective_options") or {}).items()})
+    buckets: list[str] = []
+    try:
+        from ..compiler import shape_log
+
+        buckets = sorted({str(v["policy"]) for v in shape_log.snapshot().values() if v.get("policy")})
+    except ImportError:
+        pass
+    overrides = {name: rule.category for name, rule in policy._overrides.items()}
+    return {
+        "custom kernels": "none registered (the simulator has no NKI kernels)",
+        "bucket policies": buckets,
+        "compile options in effect": options,
+        "op policy overrides": overrides,
+        "version constraints": f"torch=={torch.__version__.split('+')[0]} (pinned)",
+    }
+
+
+def collect_evidence(
+    model: torch.nn.Module | None = None,
+    inputs: tuple[Any, ...] | Any = None,
+    *,
+    runs: int = 5,
+    batch: int | None = None,
+) -> Evidence:
+    """Gather every row; with ``model`` and ``inputs`` also run the numerical check and the latency runs.
+
+    Raises whatever the model raises on the device (the report must not hide a failed run).
+    """
+    ev = Evidence(versions=_versions())
+    if model is not None:
+        inputs = inputs if isinstance(inputs, tuple) else (inputs,)
+        ev.numerics = _numerics(model, inputs)
+        ev.latency = _latency(model, inputs, runs, batch)
+        ev.completed = f"{type(model).__name__}: forward completed on neuron ({runs + 1} runs)"
+    elif placement_log.total_calls:
+        ev.completed = f"{placement_log.total_calls} device op calls completed in this session (no model given)"
+    ev.placement = _placement()
+    records = _compile_records()
+    ev.startup = _startup(records)
+    ev.maintain = _maintain(records)
+    return ev

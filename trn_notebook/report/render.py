@@ -1,0 +1,156 @@
+"""Render :class:`Evidence` as the seed article's table, in HTML and Markdown."""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .evidence import NOT_MEASURED, Evidence, collect_evidence
+
+
+def _ms(seconds: float | None) -> str:
+    return NOT_MEASURED if seconds is None else f"{seconds * 1e3:.3f} ms"
+
+
+class MigrationReport:
+    """The report: six questions, the evidence that answers each, and the common ambiguity it avoids."""
+
+    QUESTIONS = (
+        (
+            "Does the model run?",
+            "Exact code, versions and completed execution",
+            "Confusing load success with full workload success",
+        ),
+        (
+            "Is the result acceptable?",
+            "Task-quality checks and numerical tolerances",
+            "Treating identical shapes as equivalent answers",
+        ),
+        (
+            "Where does work execute?",
+            "Operator placement and fallback profile",
+            "Assuming every successful API call is device-native",
+        ),
+        (
+            "How fast is the service?",
+            "End-to-end latency and throughput at stated load",
+            "Reporting only a kernel or enqueue interval",
+        ),
+        (
+            "What does startup cost?",
+            "Cold and warm measurements with cache conditions",
+            "Hiding compilation inside an unreported warmup",
+        ),
+        (
+            "What must be maintained?",
+            "Custom kernels, patches and version constraints",
+            "Counting the device change while omitting integration work",
+        ),
+    )
+
+    def __init__(self, evidence: Evidence) -> None:
+        self.evidence = evidence
+
+    def rows(self) -> list[tuple[str, str, str]]:
+        """``(question, evidence from this session, common ambiguity)`` for each of the six rows."""
+        ev = self.evidence
+        versions = "; ".join(f"{k} {v}" for k, v in ev.versions.items())
+        run = f"{versions}. {ev.completed or 'execution: ' + NOT_MEASURED}"
+        if ev.numerics:
+            n = ev.numerics
+            verdict = "PASS" if n["passed"] else "FAIL"
+            numerics = (
+                f"{verdict}: max |device - CPU fp32| = {n['device_vs_cpu_fp32_max_abs']:.3g} with {n['tolerance']}; "
+                f"CPU bf16 vs CPU fp32 (precision noise floor) = {n['cpu_bf16_vs_cpu_fp32_max_abs']:.3g}"
+            )
+        else:
+            numerics = f"numerical check: {NOT_MEASURED} (pass model= and inputs=)"
+        p = ev.placement
+        calls = p.get("calls", {})
+        placement = ", ".join(f"{k} {v}" for k, v in sorted(calls.items())) or NOT_MEASURED
+        if p.get("fallbacks"):
+            tops = "; ".join(f"aten::{n} ×{c} ({b} B moved) at {s}" for n, c, b, s in p["fallbacks"][:5])
+            placement += f". Top fallbacks: {tops}"
+        elif calls:
+            placement += ". No CPU fallbacks."
+        if ev.latency:
+            lat = ev.latency
+            speed = (
+                f"batch {lat['batch'] if lat['batch'] is not None else 'not stated'}; {lat['boundary']}; "
+                f"p50 wall (simulator on this host) {_ms(lat['wall_p50_s'])}; "
+                f"p50 modeled device time {_ms(lat['modeled_device_p50_s'])}"
+            )
+            if lat.get("throughput_per_s_modeled"):
+                speed += f"; modeled throughput {lat['throughput_per_s_modeled']:.1f} samples/s"
+        else:
+            speed = f"latency/throughput: {NOT_MEASURED}"
+        if ev.startup:
+            s = ev.startup
+            startup = (
+                f"{s['graphs']} graphs ({s['cache']}); cold compile {s['cold_compile_s']:.3f} s; "
+                f"warm call {_ms(s['warm_call_s'])}"
+            )
+            if s["recompile_reasons"]:
+                startup += f"; recompiles: {'; '.join(s['recompile_reasons'])}"
+        else:
+            startup = f"cold vs warm: {NOT_MEASURED} (no compiled run)"
+        m = ev.maintain
+        maintain = "; ".join(f"{k}: {v if v not in ({}, [], '') else 'none'}" for k, v in m.items()) or NOT_MEASURED
+        answers = (run, numerics, placement, speed, startup, maintain)
+        return [(q, a, amb) for (q, _, amb), a in zip(self.QUESTIONS, answers)]
+
+    def to_markdown(self) -> str:
+        """The report as a Markdown table."""
+        lines = [
+            "# Migration evidence report",
+            "",
+            "| Question | Evidence from this session | Common ambiguity |",
+            "|---|---|---|",
+        ]
+        for q, a, amb in self.rows():
+            cell = a.replace("|", "\\|").replace("\n", " ")
+            lines.append(f"| {q} | {cell} | {amb} |")
+        return "\n".join(lines) + "\n"
+
+    def _repr_html_(self) -> str:
+        body = "".join(
+            f"<tr><th style='text-align:left'>{html.escape(q)}</th><td>{html.escape(a)}</td>"
+            f"<td><em>{html.escape(amb)}</em></td></tr>"
+            for q, a, amb in self.rows()
+        )
+        return (
+            "<table class='trn-report'><caption>Migration evidence report</caption>"
+            "<tr><th>Question</th><th>Evidence from this session</th><th>Common ambiguity</th></tr>"
+            f"{body}</table>"
+        )
+
+    def __repr__(self) -> str:
+        return self.to_markdown()
+
+    def save(self, path: str | Path) -> Path:
+        """Write the Markdown (``.md``) or HTML (``.html``) report to ``path``; returns the path."""
+        path = Path(path)
+        text = self._repr_html_() if path.suffix == ".html" else self.to_markdown()
+        path.write_text(text, encoding="utf-8")
+        return path
+
+
+def report(
+    model: torch.nn.Module | None = None,
+    inputs: Any = None,
+    *,
+    runs: int = 5,
+    batch: int | None = None,
+    save: str | Path | None = None,
+) -> MigrationReport:
+    """Build the migration report from this session's evidence (optionally measuring ``model`` on ``inputs``).
+
+    ``save`` writes it beside the notebook (``.md`` or ``.html``). Raises what the model raises on the device.
+    """
+    rep = MigrationReport(collect_evidence(model, inputs, runs=runs, batch=batch))
+    if save is not None:
+        rep.save(save)
+    return rep
