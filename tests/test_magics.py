@@ -1,0 +1,358 @@
+"""``%trn`` / ``%%trn`` through a real IPython shell: every subcommand, bad input, completion, hooks."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import time
+
+import pytest
+import torch
+from IPython.core.error import UsageError
+from IPython.testing.globalipapp import get_ipython
+
+import trn_notebook
+from trn_notebook.device import get_config, placement_log, set_config
+from trn_notebook.device.runtime import allocator, get_chip, set_chip
+from trn_notebook.magics import hooks, render
+from trn_notebook.results import Result
+from trn_notebook.session import CellRewriteError, rewrite_cell
+from trn_notebook.status import state_snapshot, status_payload
+
+
+@pytest.fixture(scope="module")
+def ip():
+    shell = get_ipython()
+    shell.run_line_magic("load_ext", "trn_notebook")
+    yield shell
+    shell.run_line_magic("unload_ext", "trn_notebook")
+
+
+@pytest.fixture(autouse=True)
+def clean(ip):
+    render.prefer_widgets = False
+    config = get_config()
+    chip = get_chip()
+    ip.run_cell("import torch")
+    yield
+    render.prefer_widgets = True
+    torch.set_default_device("cpu")
+    set_config(**{f: getattr(config, f) for f in ("launch_blocking", "eager_fusion", "strict")})
+    set_chip(chip.name)
+
+
+def line(ip, text: str):
+    return ip.run_line_magic("trn", text)
+
+
+def run(ip, source: str):
+    result = ip.run_cell(source)
+    return result
+
+
+# -- loading ----------------------------------------------------------------------------------------
+def test_load_ext_registers_magic_and_unload_removes_everything(ip):
+    assert "trn" in ip.magics_manager.magics["line"] and "trn" in ip.magics_manager.magics["cell"]
+    assert getattr(placement_log.source_formatter, "trn_shell", None) is ip
+    ip.run_line_magic("unload_ext", "trn_notebook")
+    try:
+        assert "trn" not in ip.magics_manager.magics["line"]
+        assert "trn" not in ip.magics_manager.magics["cell"]
+        assert hooks.post_run_cell not in ip.events.callbacks["post_run_cell"]
+        assert "%trn" not in ip.strdispatchers["complete_command"].strs
+        assert getattr(placement_log.source_formatter, "trn_shell", None) is None
+    finally:
+        ip.run_line_magic("load_ext", "trn_notebook")
+    trn_notebook.load_ipython_extension(ip)  # idempotent: one hook, one completer
+    assert ip.events.callbacks["post_run_cell"].count(hooks.post_run_cell) == 1
+    assert len(ip.strdispatchers["complete_command"].strs["%trn"].chain) == 1
+
+
+def test_labextension_paths_point_at_the_shipped_folder():
+    assert trn_notebook._jupyter_labextension_paths() == [{"src": "labextension", "dest": "trn-notebook"}]
+
+
+# -- device -----------------------------------------------------------------------------------------
+def test_device_neuron_makes_new_tensors_neuron_and_shows_a_card(ip):
+    card = line(ip, "device neuron --chip trn3 --cores 2")
+    assert torch.get_default_device().type == "neuron"
+    run(ip, "t = torch.zeros(3)")
+    assert ip.user_ns["t"].device.type == "neuron"
+    text = card.text()
+    assert "Trainium3" in text and "2 logical cores" in text and "simulator" in text
+    assert get_chip().name == "trn3" and get_chip().logical_cores == 2
+    assert "Trainium3" in card._repr_html_()
+
+
+def test_device_cpu_switches_back_and_show_reports_it(ip):
+    line(ip, "device neuron")
+    line(ip, "device cpu")
+    assert torch.get_default_device().type == "cpu"
+    assert "default device: cpu" in line(ip, "device").text()
+    assert "default device: cpu" in line(ip, "device show").text()
+
+
+def test_device_flags_set_launch_blocking_and_fusion(ip):
+    line(ip, "device neuron --blocking --fusion")
+    assert get_config().launch_blocking and get_config().eager_fusion
+    card = line(ip, "device neuron --no-blocking")
+    assert not get_config().launch_blocking and get_config().eager_fusion
+    assert ("eager fusion", "on") in card.fields
+
+
+BAD_LINES = [
+    ("", "needs a subcommand"),
+    ("nope", "invalid choice: 'nope'"),
+    ("device gpu", "invalid choice: 'gpu'"),
+    ("device neuron --chip trn9", "invalid choice: 'trn9'"),
+    ("device neuron --cores 0", "positive integer"),
+    ("device neuron --cores 99", "cores must be between 1 and 8"),
+    ("device cpu --chip trn3", "neuron device only"),
+    ("device --chip trn3", "options need a device"),
+    ("ops --bogus", "unrecognized arguments: --bogus"),
+    ("memory --reset", "unrecognized arguments"),
+    ("explain --stage llvm", "invalid choice: 'llvm'"),
+    ("eager", "is a cell mode"),
+    ("compile --fullgraph", "is a cell mode"),
+    ("timeit", "no statement"),
+    ("timeit -n 0 x", "positive integer"),
+    ("timeit -q 3 x", "unrecognized arguments: -q"),
+    ("status 'unclosed", "quote values"),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), BAD_LINES)
+def test_bad_line_input_is_a_usage_error_that_changes_nothing(ip, text, expected):
+    ip.user_ns["keep"] = keep = object()
+    names = set(ip.user_ns)
+    device, config, chip = torch.get_default_device(), get_config(), get_chip()
+    with pytest.raises(UsageError) as info:
+        line(ip, text)
+    assert expected in str(info.value)
+    assert "Traceback" not in str(info.value)
+    assert set(ip.user_ns) == names and ip.user_ns["keep"] is keep
+    assert (torch.get_default_device(), get_config(), get_chip()) == (device, config, chip)
+
+
+BAD_CELLS = [
+    ("compile --option fusion", "y = x + 1", "expected KEY=VALUE"),
+    ("compile --option =3", "y = x + 1", "expected KEY=VALUE"),
+    ("compile", "y = x + 1\nreturn y", "`return` cannot be used"),
+    ("compile", "y = x\nyield y", "`yield`"),
+    ("compile", "global x\nx = x + 1", "`global x` is not needed"),
+    ("compile", "y = x\ndel x", "`del x` removes a notebook name"),
+    ("compile", "from os.path import *", "import *"),
+    ("compile", "", "empty"),
+    ("status", "x", "is a line command"),
+    ("eager --bogus", "x", "unrecognized arguments: --bogus"),
+]
+
+
+@pytest.mark.parametrize(("text", "cell", "expected"), BAD_CELLS)
+def test_bad_cell_input_is_a_usage_error_that_changes_nothing(ip, text, cell, expected):
+    ip.user_ns["x"] = x = torch.ones(2)
+    names = set(ip.user_ns)
+    with pytest.raises(UsageError) as info:
+        ip.run_cell_magic("trn", text, cell)
+    assert expected in str(info.value)
+    assert set(ip.user_ns) == names and ip.user_ns["x"] is x
+
+
+def test_help_lists_subcommands_and_each_subcommand_has_help(ip):
+    text = line(ip, "help").text()
+    for sub in ("device", "eager", "compile", "status", "ops", "memory", "cache", "shapes", "explain", "timeit"):
+        assert sub in text
+    assert "%%trn eager" in text
+    assert "--chip {trn2,trn3}" in line(ip, "device --help").text()
+    assert "--fullgraph" in ip.run_cell_magic("trn", "compile --help", "x").text()
+
+
+# -- views ------------------------------------------------------------------------------------------
+def test_status_card_counts_fallback_ops_and_memory(ip):
+    line(ip, "device neuron")
+    placement_log.reset()
+    run(ip, "m = torch.ones(3, 3) + torch.eye(3)\nd = torch.linalg.det(m)")
+    card = line(ip, "status")
+    payload = status_payload()
+    assert payload["fallback_ops"] == 1
+    assert payload["label"] == f"neuron:0 {get_chip().name} (sim)"
+    assert payload["memory_allocated"] == allocator.counters.allocated > 0
+    assert "1 (see %trn ops)" in card.text()
+    assert "neuron:0" in card._repr_html_()
+
+
+def test_ops_table_names_cell_lines_and_reset_clears_the_log(ip):
+    line(ip, "device neuron")
+    placement_log.reset()
+    result = run(ip, "a = torch.ones(4)\nb = torch.linalg.det(torch.ones(2, 2) * 2)")
+    count = result.execution_count
+    table = line(ip, "ops")
+    text = table.text()
+    assert "aten::_linalg_det" in text and "cpu_fallback" in text
+    assert f"cell [{count}] line 2" in text
+    cleared = line(ip, "ops --reset")
+    assert "cleared" in cleared.text()
+    assert placement_log.snapshot() == {}
+
+
+def test_ops_escapes_user_text_in_html(ip):
+    placement_log.reset()
+    placement_log.record("evil<script>", "native", 0.0, 0.0)
+    html = line(ip, "ops")._repr_html_()
+    assert "<script>" not in html and "evil&lt;script&gt;" in html
+    placement_log.reset()
+
+
+def test_ops_table_flag_shows_the_compatibility_table_or_says_it_is_missing(ip):
+    out = line(ip, "ops --table")
+    assert isinstance(out, Result) or hasattr(out, "_repr_html_")
+    if not hasattr(importlib.import_module("trn_notebook.compat"), "compatibility_table"):
+        assert "not available" in out.text()
+
+
+def test_memory_reset_peak_and_empty_cache(ip):
+    line(ip, "device neuron")
+    run(ip, "big = torch.ones(1 << 20)\ndel big")
+    assert allocator.counters.peak_allocated > allocator.counters.allocated
+    out = line(ip, "memory --reset-peak --empty-cache")
+    assert allocator.counters.peak_allocated == allocator.counters.allocated
+    assert "peaks reset" in out.text() and "empty_cache released" in out.text()
+    assert allocator.counters.reserved <= allocator.counters.peak_reserved
+
+
+def test_report_and_dashboard_render(ip):
+    report = line(ip, "report")
+    if importlib.util.find_spec("trn_notebook.report") is None:
+        assert "not available" in report.text()
+    dash = line(ip, "dashboard")
+    assert "trn status" in dash.text() and "op placement" in dash.text() and "device memory" in dash.text()
+
+
+def test_views_prefer_widgets_when_available(ip):
+    render.prefer_widgets = True
+    widgets = pytest.importorskip("trn_notebook.widgets")
+    out = line(ip, "ops")
+    assert isinstance(out, widgets.PlacementView)
+    assert isinstance(line(ip, "memory"), widgets.MemoryView)
+    assert isinstance(line(ip, "ops --reset"), Result)  # the cleared rows stay visible
+
+
+# -- eager cells ------------------------------------------------------------------------------------
+def test_eager_cell_reports_only_its_own_ops_syncs_memory_and_fallback_lines(ip, capsys):
+    run(ip, "pre = torch.ones(2, device='neuron') * 3")
+    result = ip.run_cell("%%trn eager\ne = torch.ones(8) * 2\nf = torch.linalg.det(torch.eye(3))\nv = e.sum().item()")
+    assert result.success
+    assert ip.user_ns["e"].device.type == "neuron" and ip.user_ns["v"] == 16.0
+    assert torch.get_default_device().type == "cpu"  # only inside the cell
+    out = capsys.readouterr().out
+    assert "%%trn eager" in out and "fallback 1" in out
+    assert "aten::_linalg_det" in out and f"cell [{result.execution_count}] line 2" in out
+    assert re.search(r"sync points\s+[12] \(", out) and ".item()" in out
+
+
+def test_eager_report_object_has_window_figures():
+    from trn_notebook.session import EagerWindow
+
+    with EagerWindow("block", fusion=True) as w:
+        x = torch.ones(1024) + 1
+        x.sum().item()
+    r = w.report
+    assert r is not None and r.fusion and not r.failed
+    assert r.calls_by_category.get("native", 0) >= 2 and r.sync_points == 1
+    assert r.memory_after - r.memory_before == allocator.counters.allocated - r.memory_before
+    assert r.peak_allocated >= r.memory_after and r.device_s > 0
+    assert get_config().eager_fusion is False
+
+
+def test_eager_strict_makes_a_fallback_fail_the_outer_cell(ip):
+    result = ip.run_cell("%%trn eager --strict\ns = torch.linalg.det(torch.eye(2))")
+    assert not result.success
+    assert "s" not in ip.user_ns or ip.user_ns.get("s") is None or result.error_in_exec is not None
+    assert get_config().strict is False
+
+
+def test_failing_eager_cell_fails_the_outer_cell(ip):
+    result = ip.run_cell("%%trn eager\nraise ValueError('boom')")
+    assert not result.success and isinstance(result.error_in_exec, ValueError)
+
+
+# -- timeit -----------------------------------------------------------------------------------------
+def test_timeit_line_separates_first_call_and_reports_both_clocks(ip):
+    ip.user_ns["tx"] = torch.ones(16, 16, device="neuron")
+    r = line(ip, "timeit -n 3 -r 2 --warmup 2 tx @ tx")
+    assert (r.loops, r.repeats, r.warmup, r.synced) == (3, 2, 2, True)
+    assert len(r.wall_s) == 2 and all(d > 0 for d in r.device_s)
+    text = r.text()
+    assert "first call" in text and "modeled device" in text and "torch.neuron.synchronize()" in text
+
+
+def test_timeit_no_sync_is_labelled_enqueue_only_and_cell_mode_runs_setup(ip):
+    r = line(ip, "timeit --no-sync -n 2 -r 1 torch.ones(4, device='neuron')")
+    assert not r.synced and "enqueue only" in r.text()
+    r = ip.run_cell_magic("trn", "timeit -n 2 -r 1 setup_val = torch.ones(4, device='neuron')", "setup_val * 2")
+    assert "setup_val" in ip.user_ns and r.loops == 2 and r.statement == "setup_val * 2"
+
+
+# -- completion -------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("%trn dev", ["device"]),
+        ("%trn ", ["device", "status", "ops", "memory", "timeit"]),
+        ("%trn device ", ["neuron", "cpu", "show", "--chip"]),
+        ("%trn device neuron --ch", ["--chip"]),
+        ("%trn device neuron --chip ", ["trn2", "trn3"]),
+        ("%trn explain --stage ", ["fx", "aten", "ir", "passes", "schedule"]),
+        ("%trn memory --", ["--reset-peak", "--empty-cache"]),
+        ("%%trn ", ["eager", "compile", "timeit"]),
+        ("%%trn compile --f", ["--fullgraph"]),
+    ],
+)
+def test_completion(ip, text, expected):
+    _, matches = ip.complete("", text, len(text))
+    for word in expected:
+        assert word in matches
+
+
+# -- hooks ------------------------------------------------------------------------------------------
+def test_post_run_cell_refreshes_the_snapshot_only_when_something_changed(ip):
+    run(ip, "pass")
+    snap, changed = state_snapshot()
+    assert not changed
+    run(ip, "grown = torch.ones(100, device='neuron')")
+    snap2, changed = state_snapshot()
+    assert not changed  # the hook already refreshed it after the cell
+    assert snap2["memory_allocated"] > snap["memory_allocated"] or snap2 is not snap
+    t0 = time.perf_counter()
+    for _ in range(100):
+        state_snapshot()
+    assert time.perf_counter() - t0 >= 0  # timing is a benchmark figure, not asserted here
+
+
+def test_status_payload_has_every_status_bar_field():
+    from trn_notebook.magics.status_comm import StatusPayload
+
+    assert set(status_payload()) == set(StatusPayload.__annotations__)
+
+
+# -- the cell rewrite (no compiler needed) -----------------------------------------------------------
+def test_rewrite_reads_before_writes_become_parameters_and_assignments_results():
+    ns = {"torch": torch, "x": torch.ones(2), "w": torch.full((2,), 2.0), "k": 7}
+    cell = rewrite_cell("y = x * w\nx = y + 1\nz = [k * 2 for k in range(3)]\ny.sum()", ns)
+    assert cell.params == ("x", "w")  # torch is a module (global lookup); k is the comprehension's
+    assert cell.results == ("y", "x", "z") and cell.has_value
+    out = cell.make(ns)(ns["x"], ns["w"])
+    assert torch.equal(out[0], torch.full((2,), 2.0)) and out[2] == [0, 2, 4] and float(out[3]) == 4.0
+
+
+def test_rewrite_keeps_the_cell_line_numbers():
+    cell = rewrite_cell("a = 1\n\nb = 1 / 0", {}, filename="<cellfile>")
+    with pytest.raises(ZeroDivisionError) as info:
+        cell.make({})()
+    assert info.traceback[-1].lineno + 1 == 3 and info.traceback[-1].path == "<cellfile>"
+
+
+def test_rewrite_refuses_return_with_the_line():
+    with pytest.raises(CellRewriteError) as info:
+        rewrite_cell("a = 1\nreturn a", {})
+    assert info.value.lineno == 2 and "Assign the value to a name" in str(info.value)

@@ -1,0 +1,132 @@
+"""Shell integration of ``%trn``: cell-aware source lines, the post-cell state refresh, tab completion."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from IPython.core.error import TryNext
+from IPython.core.interactiveshell import InteractiveShell
+
+from ..device.placement import placement_log
+from ..status import state_snapshot
+from .parser import CELL_MODES, CHIPS, LINE_ONLY, STAGES, subparsers
+
+COMPLETION_KEYS = ("%trn", "%%trn")
+
+
+def cell_source_formatter(shell: InteractiveShell) -> Callable[[str, int], str]:
+    """``fn(filename, lineno)`` naming IPython cells ``cell [N] line L`` (else ``filename:line``)."""
+    filename_map: dict[str, int] = getattr(shell.compile, "_filename_map", {})
+
+    def fmt(filename: str, lineno: int) -> str:
+        count = filename_map.get(filename)
+        return f"{filename}:{lineno}" if count is None else f"cell [{count}] line {lineno}"
+
+    fmt.trn_shell = shell  # type: ignore[attr-defined]  # marks our formatter for unload
+    return fmt
+
+
+def describe_source(shell: InteractiveShell) -> Callable[[str], str]:
+    """Map a ``filename:line`` string (as the compiler reports sources) to ``cell [N] line L``."""
+    fmt = cell_source_formatter(shell)
+
+    def describe(source: str) -> str:
+        filename, sep, line = source.rpartition(":")
+        return fmt(filename, int(line)) if sep and line.isdigit() else source
+
+    return describe
+
+
+def install_source_formatter(shell: InteractiveShell) -> None:
+    """Make the placement log name notebook cells; idempotent."""
+    placement_log.source_formatter = cell_source_formatter(shell)
+
+
+def remove_source_formatter(shell: InteractiveShell) -> None:
+    """Restore the default ``filename:line`` formatter if ours is installed."""
+    if getattr(placement_log.source_formatter, "trn_shell", None) is shell:
+        from ..device.placement import _default_formatter
+
+        placement_log.source_formatter = _default_formatter
+
+
+def post_run_cell(result: object) -> None:
+    """Refresh the state snapshot read by widgets and the status bar (cheap when nothing changed)."""
+    try:
+        state_snapshot()
+    except Exception:  # a broken snapshot must never print under every cell
+        import logging
+
+        logging.getLogger(__name__).debug("trn-notebook state refresh failed", exc_info=True)
+
+
+# -- completion ------------------------------------------------------------------------------------
+def _flags(name: str) -> list[str]:
+    return [s for a in subparsers(name)._actions for s in a.option_strings if s.startswith("--") or s == "-n"]
+
+
+def _compiled_names() -> list[str]:
+    names: list[str] = []
+    session = sys.modules.get("trn_notebook.session.compiled")
+    if session is not None:
+        names += list(session.compiled_cells())  # type: ignore[attr-defined]
+    compiler = sys.modules.get("trn_notebook.compiler")
+    shape_log = getattr(compiler, "shape_log", None)
+    if shape_log is not None:
+        names += [n for n in shape_log.snapshot() if n not in names]
+    return names
+
+
+def completions(line: str) -> list[str]:
+    """Candidates for the last word of a ``%trn``/``%%trn`` line (the completer filters by prefix)."""
+    words = line.split()
+    cell_mode = bool(words) and words[0] == "%%trn"
+    done = words[1:] if line.endswith((" ", "\t")) else words[1:-1]
+    if not done:
+        return [*CELL_MODES, "timeit"] if cell_mode else [*LINE_ONLY, "timeit"]
+    command, prev = done[0], done[-1]
+    if command not in (*CELL_MODES, *LINE_ONLY, "timeit"):
+        return []
+    if prev == "--chip":
+        return list(CHIPS)
+    if prev == "--stage":
+        return list(STAGES)
+    if prev in ("--dir", "--name", "--mode", "--option", "--buckets", "-n", "-r", "--warmup", "--cores"):
+        return []
+    positional = [w for w in done[1:] if not w.startswith("-")]
+    extra: list[str] = []
+    if command == "device" and not positional:
+        extra = ["neuron", "cpu", "show"]
+    elif command in ("explain", "shapes") and not positional:
+        extra = _compiled_names()
+    return extra + _flags(command)
+
+
+def complete_hook(shell: InteractiveShell, event: Any) -> list[str]:
+    """The ``complete_command`` hook for ``%trn`` and ``%%trn``."""
+    result = completions(event.text_until_cursor.splitlines()[-1] if event.text_until_cursor else event.line)
+    if not result:
+        raise TryNext
+    return result
+
+
+def install_completion(shell: InteractiveShell) -> None:
+    """Register :func:`complete_hook` for both ``%trn`` and ``%%trn``; idempotent."""
+    remove_completion(shell)
+    for key in COMPLETION_KEYS:
+        shell.set_hook("complete_command", complete_hook, str_key=key)
+
+
+def remove_completion(shell: InteractiveShell) -> None:
+    """Remove our completion hooks, leaving any others."""
+    dispatcher = shell.strdispatchers.get("complete_command")
+    if dispatcher is None:
+        return
+    for key in COMPLETION_KEYS:
+        chain = dispatcher.strs.get(key)
+        if chain is not None:
+            chain.chain = [(p, f) for p, f in chain.chain if getattr(f, "__func__", None) is not complete_hook]
+            if not chain.chain:
+                del dispatcher.strs[key]

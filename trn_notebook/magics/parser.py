@@ -1,0 +1,191 @@
+"""Argument parsing of ``%trn`` / ``%%trn``: one argparse subparser per subcommand.
+
+Every parse error raises :class:`IPython.core.error.UsageError` (a message, no traceback) naming
+what was wrong and the correct form; ``--help`` raises :class:`HelpRequested` carrying the text.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shlex
+from typing import NoReturn
+
+from IPython.core.error import UsageError
+
+CELL_MODES = ("eager", "compile")  # only as %%trn
+LINE_ONLY = ("device", "status", "ops", "memory", "cache", "shapes", "explain", "report", "dashboard", "help")
+SUBCOMMANDS = (*LINE_ONLY[:1], *CELL_MODES, *LINE_ONLY[1:], "timeit")
+STAGES = ("fx", "aten", "ir", "passes", "schedule")
+CHIPS = ("trn2", "trn3")
+_TIMEIT_VALUED = {"-n", "-r", "--warmup"}
+
+
+class HelpRequested(Exception):
+    """``--help`` was given; ``text`` is the help to show."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.text = text
+
+
+class Parser(argparse.ArgumentParser):
+    """An ArgumentParser that reports errors as ``UsageError`` and ``--help`` as :class:`HelpRequested`."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{self.prog}: {message}\ncorrect form: {self.format_usage().strip()[7:]}")
+
+    def print_help(self, file: object = None) -> None:
+        raise HelpRequested(self.format_help())
+
+    def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
+        raise UsageError(message or f"{self.prog}: invalid arguments")
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def _nonnegative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer ≥ 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer ≥ 0, got {value}")
+    return value
+
+
+def build_parser() -> Parser:
+    """The ``%trn`` parser with a subparser per subcommand."""
+    top = Parser(prog="%trn", description="trn-notebook: the neuron device from Jupyter.", allow_abbrev=False)
+    sub = top.add_subparsers(dest="command", metavar="SUBCOMMAND", parser_class=Parser)
+    sub.required = True
+
+    def add(name: str, help: str) -> Parser:
+        return sub.add_parser(name, help=help.replace("%", "%%"), description=help, allow_abbrev=False)
+
+    p = add("device", "select the default device for new tensors (neuron or cpu), or show it")
+    p.add_argument("target", nargs="?", choices=("neuron", "cpu", "show"), default="show")
+    p.add_argument("--chip", choices=CHIPS, help="chip model of the simulator")
+    p.add_argument("--cores", type=_positive, help="logical NeuronCores per chip")
+    p.add_argument("--blocking", action=argparse.BooleanOptionalAction, help="every op is a sync point")
+    p.add_argument("--fusion", action=argparse.BooleanOptionalAction, help="adaptive eager fusion")
+
+    p = add("eager", "(%%trn) run the cell on the device and show what it did")
+    p.add_argument("--fusion", action="store_true", help="adaptive eager fusion inside the cell")
+    p.add_argument("--strict", action="store_true", help="any CPU fallback raises inside the cell")
+
+    p = add("compile", "(%%trn) compile the cell with the neuron backend, run it, write its results back")
+    p.add_argument("--fullgraph", action="store_true", help="a graph break is an error")
+    p.add_argument("--name", help="name of the compiled cell (for %%trn explain and %%trn shapes)")
+    p.add_argument("--mode", help="compile mode (only 'default' has an effect)")
+    p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help="compiler option")
+    p.add_argument("--buckets", metavar="SPEC", help="shape buckets: pow2:MIN-MAX | step:S:MIN-MAX | list:A,B,…")
+
+    add("status", "device, memory, compile cache and fallbacks in one card")
+    p = add("ops", "the op placement log")
+    p.add_argument("--reset", action="store_true", help="clear the log after showing it")
+    p.add_argument("--table", action="store_true", help="the op compatibility table instead")
+    p = add("memory", "device memory counters")
+    p.add_argument("--reset-peak", action="store_true", help="reset the peaks to current values")
+    p.add_argument("--empty-cache", action="store_true", help="release cached segments")
+    p = add("cache", "the persistent compile cache")
+    p.add_argument("--clear", action="store_true", help="delete every entry")
+    p.add_argument("--dir", metavar="PATH", help="use PATH as the cache directory")
+    p = add("shapes", "observed input shapes per compiled callable")
+    p.add_argument("name", nargs="?")
+    p = add("explain", "every stage of a compilation (FX, ATen, IR, passes, schedule)")
+    p.add_argument("name", nargs="?", help="a compiled cell name or a compiled callable in the namespace")
+    p.add_argument("--stage", choices=STAGES)
+    add("report", "the migration report")
+    add("dashboard", "status, placement, memory and compile cache together")
+    add("help", "list the subcommands")
+    p = add("timeit", "time a statement correctly on an asynchronous device")
+    p.add_argument("-n", type=_positive, dest="number", help="loops per run (default: automatic)")
+    p.add_argument("-r", type=_positive, dest="repeat", default=3, help="runs (default 3)")
+    p.add_argument("--warmup", type=_nonnegative, default=1, help="untimed calls after the first (default 1)")
+    p.add_argument("--no-sync", action="store_true", help="time enqueue only (labelled as such)")
+    p.add_argument("statement", nargs="*", help="the statement (line mode) or setup (cell mode)")
+    return top
+
+
+_parser: Parser | None = None
+
+
+def parser() -> Parser:
+    """The shared parser (built once)."""
+    global _parser
+    if _parser is None:
+        _parser = build_parser()
+    return _parser
+
+
+def subparsers(name: str) -> Parser:
+    """The parser of subcommand ``name``."""
+    action = next(a for a in parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return action.choices[name]
+
+
+def _split_timeit(line: str) -> tuple[list[str], str]:
+    """Split ``timeit [options] STATEMENT`` keeping the statement's text verbatim."""
+    rest = line.strip()[len("timeit") :]
+    tokens: list[str] = []
+    while True:
+        m = re.match(r"\s*(\S+)", rest)
+        if m is None or not m.group(1).startswith("-") or re.fullmatch(r"-[\d.(]", m.group(1)[:2]):
+            break
+        tok = m.group(1)
+        rest = rest[m.end() :]
+        if tok == "--":
+            break
+        tokens.append(tok)
+        if tok in _TIMEIT_VALUED:
+            m = re.match(r"\s*(\S+)", rest)
+            if m is not None:
+                tokens.append(m.group(1))
+                rest = rest[m.end() :]
+    return tokens, rest.strip()
+
+
+def parse(line: str, cell: str | None) -> argparse.Namespace:
+    """Parse a ``%trn`` line (``cell`` is the body in cell mode); raises ``UsageError`` or :class:`HelpRequested`."""
+    stripped = line.strip()
+    if stripped.split(None, 1)[:1] == ["timeit"]:
+        tokens, statement = _split_timeit(stripped)
+        args, extra = parser().parse_known_args(["timeit", *tokens])
+        if extra:
+            subparsers("timeit").error(f"unrecognized arguments: {' '.join(extra)}")
+        args.statement = statement
+    else:
+        try:
+            argv = shlex.split(stripped)
+        except ValueError as exc:
+            raise UsageError(f"%trn: could not read the arguments ({exc}); quote values that contain spaces") from None
+        if not argv:
+            raise UsageError("%trn needs a subcommand; try `%trn help`. Subcommands: " + ", ".join(SUBCOMMANDS))
+        args, extra = parser().parse_known_args(argv)
+        if extra:  # report it against the subcommand, with the subcommand's correct form
+            subparsers(args.command).error(f"unrecognized arguments: {' '.join(extra)}")
+    if cell is None and args.command in CELL_MODES:
+        raise UsageError(f"`{args.command}` is a cell mode: put `%%trn {args.command}` on the first line of a cell")
+    if cell is not None and args.command in LINE_ONLY:
+        raise UsageError(f"`{args.command}` is a line command: use `%trn {args.command}` (one %), not `%%trn`")
+    if cell is None and args.command == "timeit" and not args.statement:
+        raise UsageError("%trn timeit: no statement to time\ncorrect form: %trn timeit [-n N] [-r R] STATEMENT")
+    return args
+
+
+def help_text() -> str:
+    """The one-screen summary shown by ``%trn help``."""
+    return parser().format_help() + (
+        "\ncell modes: %%trn eager [--fusion] [--strict] · %%trn compile [--fullgraph] [--name NAME] "
+        "[--mode MODE] [--option K=V …] [--buckets SPEC] · %%trn timeit [options] [SETUP]\n"
+        "every subcommand takes --help"
+    )

@@ -1,0 +1,89 @@
+"""What each ``%trn`` subcommand displays: the matching widget when it is available, else the result.
+
+One small function per view. Set :data:`prefer_widgets` to ``False`` to always get the plain
+result objects (HTML with a text/plain fallback), e.g. for nbconvert-only workflows or tests.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import time
+from typing import Any
+
+from ..results import Message, Result, fmt_s
+
+log = logging.getLogger(__name__)
+
+prefer_widgets = True
+
+
+def widget(name: str, fallback: Result, **kwargs: Any) -> Any:
+    """``trn_notebook.widgets.<name>(**kwargs)`` if importable and constructible, else ``fallback``."""
+    if not prefer_widgets:
+        return fallback
+    try:
+        cls = getattr(importlib.import_module("trn_notebook.widgets"), name)
+    except (ImportError, AttributeError):
+        return fallback
+    try:
+        return cls(**kwargs)
+    except Exception:  # a broken widget must not hide the figures
+        log.warning("trn-notebook widget %s failed; showing the table instead", name, exc_info=True)
+        return fallback
+
+
+def render_ops(result: Result, *, reset: bool) -> Any:
+    """The placement view (the table when the log was just reset, so the cleared rows stay visible)."""
+    return result if reset else widget("PlacementView", result)
+
+
+def render_memory(result: Result) -> Any:
+    """The memory view."""
+    return widget("MemoryView", result)
+
+
+def render_cache(result: Result) -> Any:
+    """The compile-cache view."""
+    return widget("CacheView", result)
+
+
+def render_shapes(result: Result, name: str | None) -> Any:
+    """The shape tuner for one callable, else the shapes tables."""
+    return widget("ShapeTuner", result, name=name) if name else result
+
+
+def render_dashboard(result: Result) -> Any:
+    """The dashboard widget, else status, placement and memory stacked."""
+    return widget("Dashboard", result)
+
+
+class ProgressLine(Result):
+    """``compiling <name>: <stage> (<elapsed>)`` — the live line shown while a cell compiles."""
+
+    def __init__(self, name: str, stage: str, elapsed_s: float) -> None:
+        self.message = Message(f"compiling {name}: {stage} ({fmt_s(elapsed_s)})")
+
+    def parts(self) -> list[Result]:
+        return [self.message]
+
+
+class LiveProgress:
+    """A display handle updated with each compiler stage, then replaced by the summary."""
+
+    def __init__(self, name: str) -> None:
+        from IPython.display import display
+
+        self.name = name
+        self.t0 = time.perf_counter()
+        self.handle = display(ProgressLine(name, "starting", 0.0), display_id=True)
+
+    def __call__(self, stage: str, elapsed_s: float, graph_name: str) -> None:
+        if self.handle is not None:
+            label = f"{graph_name} " if graph_name and graph_name != self.name else ""
+            self.handle.update(ProgressLine(self.name, f"{label}{stage}", elapsed_s))
+
+    def finish(self, result: object) -> None:
+        """Replace the progress line with ``result``."""
+        if self.handle is not None:
+            self.handle.update(result)

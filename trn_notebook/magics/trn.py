@@ -1,0 +1,190 @@
+"""The ``%trn`` / ``%%trn`` magic: parse → call a ``trn_notebook.session`` function → display its result.
+
+Library errors caused by the user's input (``ValueError`` from a chip, a bucket spec, a name) become
+``UsageError``; errors raised by the user's own cell propagate so the outer cell fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, line_cell_magic, magics_class
+from IPython.display import display
+
+from .. import session
+from ..results import Message, Preformatted
+from ..session.compiled import CellInputError, default_name
+from ..status import status
+from . import render
+from .hooks import describe_source
+from .parser import HelpRequested, help_text, parse
+
+
+@magics_class
+class TrnMagics(Magics):
+    """``%trn SUBCOMMAND …`` and ``%%trn eager|compile|timeit …`` (see ``%trn help``)."""
+
+    @line_cell_magic
+    def trn(self, line: str, cell: str | None = None) -> Any:
+        """trn-notebook: the neuron device from Jupyter. ``%trn help`` lists the subcommands."""
+        try:
+            args = parse(line, cell)
+        except HelpRequested as exc:
+            return Preformatted("", exc.text)
+        handler = getattr(self, "cmd_" + args.command)
+        return handler(args, cell)
+
+    # -- device and cells --------------------------------------------------------------------------
+    def cmd_device(self, args: argparse.Namespace, cell: str | None) -> Any:
+        if args.target == "show":
+            if any(v is not None for v in (args.chip, args.cores, args.blocking, args.fusion)):
+                raise UsageError("%trn device: options need a device\ncorrect form: %trn device neuron --chip trn3")
+            return session.device_card()
+        try:
+            return session.use_device(
+                args.target, chip=args.chip, cores=args.cores, blocking=args.blocking, fusion=args.fusion
+            )
+        except ValueError as exc:
+            raise UsageError(
+                f"%trn device: {exc}\ncorrect form: %trn device neuron [--chip trn2|trn3] [--cores N]"
+            ) from None
+
+    def cmd_eager(self, args: argparse.Namespace, cell: str) -> None:
+        count = self.shell.execution_count
+        window = session.EagerWindow(f"%%trn eager: cell [{count}]", fusion=args.fusion, strict=args.strict)
+        with window:
+            result = self.shell.run_cell(cell, store_history=False)
+        assert window.report is not None
+        window.report.failed = not result.success
+        display(window.report)
+        result.raise_error()
+
+    def cmd_compile(self, args: argparse.Namespace, cell: str) -> Any:
+        try:
+            options = session.parse_options(args.option)
+        except ValueError as exc:
+            raise UsageError(f"%%trn compile: {exc}") from None
+        if args.buckets:
+            self._check_buckets(args.buckets)
+        source = self.shell.transform_cell(cell)
+        filename = self.shell.compile.cache(source, self.shell.execution_count, raw_code=cell)
+        try:
+            session.rewrite_cell(source, self.shell.user_ns, filename)  # refuse before showing any progress
+        except session.CellRewriteError as exc:
+            raise UsageError(f"%%trn compile: {exc}") from None
+        name = args.name or default_name(source)
+        progress = render.LiveProgress(name)
+        try:
+            report = session.compile_cell(
+                source,
+                self.shell.user_ns,
+                fullgraph=args.fullgraph,
+                name=name,
+                mode=args.mode,
+                options=options,
+                buckets=args.buckets,
+                filename=filename,
+                on_progress=progress,
+                describe_source=describe_source(self.shell),
+            )
+        except CellInputError as exc:
+            progress.finish(Message(f"compiling {name}: not started ({exc})", "error"))
+            raise UsageError(f"%%trn compile: {exc}") from None
+        except KeyboardInterrupt:
+            progress.finish(Message(f"compiling {name}: interrupted; nothing was written back", "error"))
+            raise
+        except BaseException as exc:
+            progress.finish(Message(f"compiling {name}: failed ({type(exc).__name__})", "error"))
+            raise
+        progress.finish(report)
+        return report.value
+
+    def _check_buckets(self, spec: str) -> None:
+        from ..compiler import BucketPolicy
+
+        try:
+            BucketPolicy.parse(spec)
+        except ValueError as exc:
+            raise UsageError(
+                f"%%trn compile: bad --buckets {spec!r}: {exc}\n"
+                "correct form: --buckets pow2:128-2048 | step:256:256-2048 | list:128,512,2048"
+            ) from None
+
+    def cmd_timeit(self, args: argparse.Namespace, cell: str | None) -> Any:
+        shell = self.shell
+        if cell is not None:
+            if args.statement:
+                shell.ex(shell.transform_cell(args.statement))
+            statement = cell
+        else:
+            statement = args.statement
+        source = shell.transform_cell(statement)
+        code = compile(source, shell.compile.cache(source, shell.execution_count), "exec")
+        ns = shell.user_ns
+        label = statement.strip().splitlines()[0] if statement.strip() else statement
+
+        def run() -> None:
+            exec(code, ns)
+
+        return session.timeit(
+            run, number=args.number, repeat=args.repeat, warmup=args.warmup, sync=not args.no_sync, statement=label
+        )
+
+    # -- views ----------------------------------------------------------------------------------------
+    def cmd_status(self, args: argparse.Namespace, cell: str | None) -> Any:
+        return status()
+
+    def cmd_ops(self, args: argparse.Namespace, cell: str | None) -> Any:
+        if args.table:
+            return session.compatibility()
+        return render.render_ops(session.ops(reset=args.reset), reset=args.reset)
+
+    def cmd_memory(self, args: argparse.Namespace, cell: str | None) -> Any:
+        return render.render_memory(session.memory(reset_peak=args.reset_peak, empty_cache=args.empty_cache))
+
+    def cmd_cache(self, args: argparse.Namespace, cell: str | None) -> Any:
+        try:
+            return render.render_cache(session.cache(clear=args.clear, directory=args.dir))
+        except (ValueError, OSError) as exc:
+            raise UsageError(f"%trn cache: {exc}\ncorrect form: %trn cache [--clear] [--dir PATH]") from None
+
+    def cmd_shapes(self, args: argparse.Namespace, cell: str | None) -> Any:
+        try:
+            return render.render_shapes(session.shapes(args.name), args.name)
+        except ValueError as exc:
+            raise UsageError(f"%trn shapes: {exc}\ncorrect form: %trn shapes [NAME]") from None
+
+    def cmd_explain(self, args: argparse.Namespace, cell: str | None) -> Any:
+        cells = session.compiled_cells()
+        if args.name is None:
+            if not cells:
+                raise UsageError(
+                    "%trn explain: nothing compiled yet; run a %%trn compile cell or name a compiled model"
+                )
+            name, target = next(reversed(cells.items()))
+            target = target.fn
+        elif args.name in cells:
+            name, target = args.name, cells[args.name].fn
+        elif args.name in self.shell.user_ns:
+            name, target = args.name, self.shell.user_ns[args.name]
+        else:
+            known = ", ".join(cells) or "(no compiled cells yet)"
+            raise UsageError(
+                f"%trn explain: {args.name!r} is neither a compiled cell nor a name in the notebook; "
+                f"compiled cells: {known}\ncorrect form: %trn explain [NAME] [--stage fx|aten|ir|passes|schedule]"
+            )
+        try:
+            return session.explain(target, args.stage, title=name)
+        except (ValueError, TypeError) as exc:
+            raise UsageError(f"%trn explain {name}: {exc}") from None
+
+    def cmd_report(self, args: argparse.Namespace, cell: str | None) -> Any:
+        return session.report()
+
+    def cmd_dashboard(self, args: argparse.Namespace, cell: str | None) -> Any:
+        return render.render_dashboard(session.dashboard())
+
+    def cmd_help(self, args: argparse.Namespace, cell: str | None) -> Any:
+        return Preformatted("%trn help", help_text())

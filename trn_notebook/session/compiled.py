@@ -1,0 +1,259 @@
+"""Compile a notebook cell with the neuron backend and run it (``%%trn compile``).
+
+:func:`compile_cell` rewrites the cell into a function (``cellfunc``), compiles it with
+``trn_notebook.compiler.compile`` once per (source, options), runs it with the notebook's values and
+writes the results back. Re-running the same cell reuses the compiled function, so the compiler's
+own guards decide whether a new input shape needs a new graph (the compile log says why). The
+namespace is only written after a successful run: an error or a KeyboardInterrupt leaves it, and
+this module's cache, as they were.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..device.clocks import clocks
+from ..results import Card, Result, Table, fmt_s
+from .cellfunc import VALUE_NAME, CellFunction, rewrite_cell
+
+ProgressFn = Callable[[str, float, str], None]
+SourceFn = Callable[[str], str]
+
+
+class CellInputError(ValueError):
+    """The cell's options do not fit its inputs (raised before anything is compiled or run)."""
+
+
+@dataclass
+class CompiledCell:
+    """A cell compiled once and reused: the compiled callable and its call history."""
+
+    name: str
+    cell: CellFunction
+    fn: Callable[..., Any]
+    options: dict[str, Any]
+    calls: int = 0
+    cold_s: float = 0.0
+    last_s: float = 0.0
+
+
+_cache: dict[tuple[Any, ...], CompiledCell] = {}
+_by_name: dict[str, CompiledCell] = {}
+
+
+def compiled_cells() -> dict[str, CompiledCell]:
+    """Compiled cells by name, oldest first (the names ``%trn explain`` and ``%trn shapes`` accept)."""
+    return dict(_by_name)
+
+
+def clear_compiled_cells() -> None:
+    """Forget every compiled cell (the next run of a cell compiles again)."""
+    _cache.clear()
+    _by_name.clear()
+
+
+@dataclass(repr=False)
+class CompileReport(Result):
+    """What running a compiled cell did: graphs, cache result, breaks, recompile reasons, times."""
+
+    name: str
+    params: tuple[str, ...]
+    results: tuple[str, ...]
+    entries: list[dict[str, Any]]
+    reused: bool
+    call_s: float
+    cold_s: float
+    device_s: float
+    describe_source: SourceFn | None = None
+    value: Any = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def graph_breaks(self) -> list[dict[str, str]]:
+        """Graph breaks of the graphs compiled by this run, with their (cell-aware) source."""
+        fmt = self.describe_source or (lambda s: s)
+        return [
+            {"reason": str(b.get("reason", "")), "source": fmt(str(b.get("source", "")))}
+            for e in self.entries
+            for b in e.get("graph_breaks", [])
+        ]
+
+    @property
+    def recompile_reasons(self) -> list[str]:
+        """Why the compiler compiled again (e.g. a guard on an input shape failed)."""
+        return [r for e in self.entries for r in e.get("recompile_reasons", [])]
+
+    @property
+    def cache_result(self) -> str:
+        """``"reused"`` when nothing was compiled, else the compile log's results (``"miss"``, ``"disk hit"``)."""
+        if not self.entries:
+            return "reused (in-memory hit: no new graph)"
+        counts: dict[str, int] = {}
+        for e in self.entries:
+            counts[str(e.get("cache_result", "?"))] = counts.get(str(e.get("cache_result", "?")), 0) + 1
+        return ", ".join(f"{k} ×{v}" for k, v in counts.items())
+
+    def parts(self) -> list[Result]:
+        kinds: dict[str, int] = {}
+        for e in self.entries:
+            kinds[str(e.get("kind", "?"))] = kinds.get(str(e.get("kind", "?")), 0) + 1
+        graphs = ", ".join(f"{v} {k}" for k, v in kinds.items()) if kinds else "none (reused)"
+        timing = (
+            f"warm {fmt_s(self.call_s)} (this run) · cold {fmt_s(self.cold_s)} (first run, compile + run)"
+            if self.reused
+            else f"this run {fmt_s(self.call_s)} (compile + run)"
+            + (f" · cold {fmt_s(self.cold_s)} (first run)" if self.cold_s != self.call_s else "")
+        )
+        fields: list[tuple[str, object]] = [
+            ("inputs", ", ".join(self.params) or "(none)"),
+            ("results", ", ".join(self.results) or "(none)"),
+            ("graphs captured", graphs),
+            ("cache", self.cache_result),
+            ("time", timing),
+            ("modeled device time", fmt_s(self.device_s)),
+        ]
+        compile_s = sum(float(e.get("compile_s", 0.0)) for e in self.entries)
+        if self.entries:
+            fields.insert(4, ("compile time", fmt_s(compile_s)))
+        for reason in self.recompile_reasons:
+            fields.append(("recompiled because", reason))
+        out: list[Result] = [Card(f"%%trn compile: {self.name}", fields, self.notes)]
+        breaks = self.graph_breaks
+        if breaks:
+            out.append(Table("graph breaks", ["reason", "source"], [(b["reason"], b["source"]) for b in breaks]))
+        return out
+
+
+def parse_options(pairs: list[str]) -> dict[str, Any]:
+    """``["k=v", …]`` to a dict, values read as bool, int, float or str; ``ValueError`` if malformed."""
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        key = key.strip()
+        if not sep or not key or not re.fullmatch(r"[A-Za-z_][\w.]*", key):
+            raise ValueError(f"malformed option {pair!r}: expected KEY=VALUE, e.g. --option max_fusion_size=64")
+        value: Any = raw
+        if raw.lower() in ("true", "false"):
+            value = raw.lower() == "true"
+        else:
+            for conv in (int, float):
+                try:
+                    value = conv(raw)
+                    break
+                except ValueError:
+                    pass
+        out[key] = value
+    return out
+
+
+def default_name(source: str) -> str:
+    """The name a cell gets without ``--name``: ``cell_`` and a short hash of its source."""
+    return "cell_" + hashlib.sha1(source.encode()).hexdigest()[:6]
+
+
+def _compile_log_len() -> int:
+    from ..compiler import compile_log
+
+    return len(compile_log.snapshot())
+
+
+def _build(
+    cell: CellFunction, namespace: dict[str, Any], name: str, fullgraph: bool, mode: str | None,
+    options: dict[str, Any], buckets: Any, bucket_dims: dict[str, int] | None,
+) -> Callable[..., Any]:  # fmt: skip
+    from .. import compiler
+
+    raw = cell.make(namespace)
+    raw.__name__ = raw.__qualname__ = name
+    fn = compiler.compile(raw, fullgraph=fullgraph, mode=mode, options=options or None)
+    if buckets is not None:
+        fn = compiler.bucketed(fn, dims=bucket_dims or {}, policy=buckets)
+        fn.name = name
+    return fn
+
+
+def compile_cell(
+    source: str,
+    namespace: dict[str, Any],
+    *,
+    fullgraph: bool = False,
+    name: str | None = None,
+    mode: str | None = None,
+    options: dict[str, Any] | None = None,
+    buckets: str | None = None,
+    bucket_dims: dict[str, int] | None = None,
+    filename: str = "<trn cell>",
+    on_progress: ProgressFn | None = None,
+    describe_source: SourceFn | None = None,
+) -> CompileReport:
+    """Compile cell ``source`` (once per source and options), run it on ``namespace``, write results back.
+
+    ``buckets`` is a bucket spec (``"pow2:128-2048"``) applied to the dims in ``bucket_dims``
+    (parameter name -> dim; default: dim 1 of every tensor input with two or more dims).
+    ``on_progress(stage, elapsed_s, graph_name)`` receives the compiler's stage events.
+    Raises ``CellRewriteError`` for cells that cannot become a function, ``CellInputError`` for a bad
+    bucket spec, ``SyntaxError``, and whatever the cell or the compiler raises (namespace untouched).
+    """
+    from .. import compiler
+
+    options = dict(options or {})
+    try:
+        policy = compiler.BucketPolicy.parse(buckets) if buckets else None
+    except ValueError as exc:
+        raise CellInputError(f"bad bucket spec {buckets!r}: {exc}") from None
+    cell = rewrite_cell(source, namespace, filename)
+    name = name or default_name(source)
+    args = [namespace[p] for p in cell.params]
+    if policy is not None and bucket_dims is None:
+        bucket_dims = {p: 1 for p, a in zip(cell.params, args) if getattr(a, "ndim", 0) >= 2}
+        if not bucket_dims:
+            raise CellInputError("--buckets needs an input tensor with at least 2 dims (dim 1 is bucketed)")
+    key = (
+        source, fullgraph, name, mode, tuple(sorted(options.items())), buckets,
+        tuple(sorted((bucket_dims or {}).items())), cell.params, id(namespace),
+    )  # fmt: skip
+    entry = _cache.get(key)
+    fresh = entry is None
+    fn = entry.fn if entry is not None else _build(cell, namespace, name, fullgraph, mode, options, policy, bucket_dims)
+    n_before = _compile_log_len()
+    device_before = clocks.snapshot()["sim_device_s"]
+    if on_progress is not None:
+        compiler.progress.add_listener(on_progress)
+    try:
+        t0 = time.perf_counter()
+        out = fn(*args)
+        call_s = time.perf_counter() - t0
+    finally:
+        if on_progress is not None:
+            compiler.progress.remove_listener(on_progress)
+    if entry is None:
+        entry = CompiledCell(name=name, cell=cell, fn=fn, options=options, cold_s=call_s)
+        _cache[key] = entry
+    _by_name.pop(name, None)
+    _by_name[name] = entry
+    entry.calls += 1
+    entry.last_s = call_s
+    names = cell.results + ((VALUE_NAME,) if cell.has_value else ())
+    values = dict(zip(names, out))
+    value = values.pop(VALUE_NAME, None)
+    namespace.update(values)
+    from ..compiler import compile_log
+
+    entries = compile_log.snapshot()[n_before:]
+    return CompileReport(
+        name=name,
+        params=cell.params,
+        results=cell.results,
+        entries=entries,
+        reused=not fresh and not entries,
+        call_s=call_s,
+        cold_s=entry.cold_s,
+        device_s=float(clocks.snapshot()["sim_device_s"] - device_before),
+        describe_source=describe_source,
+        value=value,
+    )

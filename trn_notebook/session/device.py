@@ -1,0 +1,72 @@
+"""Choose the default device of the notebook (``%trn device``) and describe it in a card."""
+
+from __future__ import annotations
+
+import torch
+
+from ..device import register
+from ..device.config import get_config, set_config
+from ..device.runtime import allocator, get_chip, set_chip
+from ..results import Card, fmt_bytes
+from ..status import current_device
+
+CHIPS = ("trn2", "trn3")
+
+
+def device_card() -> Card:
+    """A card describing the current default device (chip, cores, HBM, mode) or the CPU."""
+    device = current_device()
+    if not device.startswith("neuron"):
+        return Card(
+            f"default device: {device}",
+            [("device", device)],
+            ["new tensors and modules are created on the CPU; `%trn device neuron` switches to the device"],
+        )
+    chip, cfg = get_chip(), get_config()
+    return Card(
+        f"default device: {device}",
+        [
+            ("device", f"{device} ({chip.long_name} NeuronCore)"),
+            ("chip", f"{chip.name}: {chip.physical_cores} physical cores, {chip.logical_cores} logical cores"),
+            ("HBM", f"{fmt_bytes(allocator.capacity)} per device ({fmt_bytes(chip.hbm_bytes)} per chip)"),
+            ("mode", "simulator"),
+            ("launch blocking", "on (every op is a sync point)" if cfg.launch_blocking else "off (asynchronous)"),
+            ("eager fusion", "on" if cfg.eager_fusion else "off"),
+        ],
+        ["new tensors and modules are created on neuron; `%trn device cpu` switches back"],
+    )
+
+
+def use_device(
+    name: str,
+    *,
+    chip: str | None = None,
+    cores: int | None = None,
+    blocking: bool | None = None,
+    fusion: bool | None = None,
+) -> Card:
+    """Make ``"neuron"`` or ``"cpu"`` the default device for new tensors and return its card.
+
+    For ``"neuron"``: registers the device if needed, selects the chip model / logical cores when
+    given, and sets launch blocking and eager fusion when given (``None`` keeps the current value).
+    Raises ``ValueError`` for an unknown device or chip, or a core count out of range.
+    """
+    if name == "cpu":
+        if chip is not None or cores is not None or blocking is not None or fusion is not None:
+            raise ValueError("--chip, --cores, --blocking and --fusion apply to the neuron device only")
+        torch.set_default_device("cpu")
+        return device_card()
+    if name != "neuron":
+        raise ValueError(f"unknown device {name!r}; valid devices: neuron, cpu")
+    register()
+    if chip is not None or cores is not None:
+        set_chip(chip or get_chip().name, cores=cores)
+    changes: dict[str, object] = {}
+    if blocking is not None:
+        changes["launch_blocking"] = blocking
+    if fusion is not None:
+        changes["eager_fusion"] = fusion
+    if changes:
+        set_config(**changes)
+    torch.set_default_device("neuron")
+    return device_card()

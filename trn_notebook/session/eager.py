@@ -1,0 +1,176 @@
+"""A per-cell window over the device's logs: what one block of eager code did (``%%trn eager``).
+
+:class:`EagerWindow` snapshots the placement log, the clocks and the allocator before and after a
+block and turns the difference into an :class:`EagerReport`: placement by category, the costliest
+CPU fallbacks with their source line, sync points, memory delta and peak, wall vs modeled device
+time. Usable without IPython::
+
+    with EagerWindow(fusion=True) as w:
+        y = model(x)
+    w.report
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+import torch
+
+from ..device.clocks import clocks
+from ..device.config import override
+from ..device.placement import CALLS, CATEGORY, D2H, DEVICE_S, H2D, HOST_S, SOURCE, diff_snapshots, placement_log
+from ..device.runtime import allocator
+from ..results import Card, Result, Table, fmt_bytes, fmt_s
+
+_window_ids = itertools.count(1)
+TOP_FALLBACKS = 10
+
+
+@dataclass(repr=False)
+class EagerReport(Result):
+    """What one eager block did on the device (all figures are differences over the block)."""
+
+    label: str
+    ops: dict[str, tuple[Any, ...]]
+    calls_by_category: dict[str, int]
+    syncs: list[tuple[str, str]]
+    sync_points: int
+    launches: int
+    memory_before: int
+    memory_after: int
+    peak_allocated: int
+    wall_s: float
+    device_s: float
+    sim_host_s: float
+    fusion: bool = False
+    strict: bool = False
+    failed: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    def fallbacks(self) -> list[tuple[str, tuple[Any, ...]]]:
+        """CPU-fallback ops of the block, costliest first (modeled device time plus host time)."""
+        rows = [(n, e) for n, e in self.ops.items() if e[CATEGORY] == "cpu_fallback"]
+        return sorted(rows, key=lambda r: r[1][DEVICE_S] + r[1][HOST_S], reverse=True)
+
+    def parts(self) -> list[Result]:
+        c = self.calls_by_category
+        mode = ", ".join(m for m, on in (("eager fusion", self.fusion), ("strict", self.strict)) if on) or "default"
+        card = Card(
+            f"{self.label}{' (failed)' if self.failed else ''}",
+            [
+                ("ops", f"{len(self.ops)} distinct, {sum(c.values())} calls"),
+                (
+                    "placement (calls)",
+                    f"native {c.get('native', 0)} · fallback {c.get('cpu_fallback', 0)} · "
+                    f"unsupported {c.get('unsupported', 0)} · host-only {c.get('host_only', 0)}",
+                ),
+                ("sync points", f"{self.sync_points}" + (f" ({_sync_text(self.syncs)})" if self.syncs else "")),
+                ("launches", str(self.launches)),
+                (
+                    "memory",
+                    f"{fmt_bytes(self.memory_before)} → {fmt_bytes(self.memory_after)} "
+                    f"(Δ {fmt_bytes(self.memory_after - self.memory_before)}, peak {fmt_bytes(self.peak_allocated)})",
+                ),
+                ("time", f"wall {fmt_s(self.wall_s)} · modeled device {fmt_s(self.device_s)}"),
+                ("mode", mode),
+            ],
+            self.notes,
+        )
+        out: list[Result] = [card]
+        falls = self.fallbacks()
+        if falls:
+            out.append(
+                Table(
+                    "top CPU fallbacks by cost",
+                    ["op", "calls", "modeled ms", "host ms", "bytes moved", "source"],
+                    [
+                        (
+                            f"aten::{n}",
+                            e[CALLS],
+                            f"{e[DEVICE_S] * 1e3:.3f}",
+                            f"{e[HOST_S] * 1e3:.3f}",
+                            fmt_bytes(e[H2D] + e[D2H]),
+                            e[SOURCE],
+                        )
+                        for n, e in falls[:TOP_FALLBACKS]
+                    ],
+                )
+            )
+        return out
+
+
+def _sync_text(syncs: list[tuple[str, str]]) -> str:
+    shown = [f"{reason} at {where}" if where else reason for reason, where in syncs[:3]]
+    more = f", … {len(syncs) - 3} more" if len(syncs) > 3 else ""
+    return "; ".join(shown) + more
+
+
+class EagerWindow:
+    """Context manager measuring one block of eager code on the device.
+
+    ``fusion=True`` turns on adaptive eager fusion and ``strict=True`` makes any CPU fallback raise,
+    both only inside the block; ``on_device=True`` makes ``neuron`` the default device inside it.
+    After the block, :attr:`report` holds the :class:`EagerReport` (also when the block raised).
+    """
+
+    def __init__(
+        self, label: str = "eager block", *, fusion: bool = False, strict: bool = False, on_device: bool = True
+    ):
+        self.label, self.fusion, self.strict, self.on_device = label, fusion, strict, on_device
+        self.report: EagerReport | None = None
+        self._phase = f"%%trn eager #{next(_window_ids)}"
+
+    def __enter__(self) -> EagerWindow:
+        changes: dict[str, object] = {}
+        if self.fusion:
+            changes["eager_fusion"] = True
+        if self.strict:
+            changes["strict"] = True
+        self._config = override(**changes)
+        self._config.__enter__()
+        self._prev_device = torch.get_default_device()
+        if self.on_device:
+            torch.set_default_device("neuron")
+        self._memory_scope = allocator.phase_scope(self._phase)
+        self._memory_scope.__enter__()
+        self._ops = placement_log.snapshot()
+        self._clocks = clocks.snapshot()
+        self._memory = allocator.counters.allocated
+        self._t0 = time.perf_counter()
+        return self
+
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
+        wall = time.perf_counter() - self._t0
+        after_clocks = clocks.snapshot()
+        ops = diff_snapshots(self._ops, placement_log.snapshot())
+        self._memory_scope.__exit__(None, None, None)
+        if self.on_device and torch.get_default_device().type in ("privateuseone", "neuron"):
+            torch.set_default_device(self._prev_device)
+        self._config.__exit__(None, None, None)
+        n_sync = int(after_clocks["sync_points"] - self._clocks["sync_points"])
+        syncs = [(r, w) for r, w, _ in clocks.sync_events()[-n_sync:]] if n_sync else []
+        calls: dict[str, int] = {}
+        for e in ops.values():
+            calls[e[CATEGORY]] = calls.get(e[CATEGORY], 0) + e[CALLS]
+        peak = allocator.phase_peaks.get(self._phase, {}).get("allocated", allocator.counters.allocated)
+        self.report = EagerReport(
+            label=self.label,
+            ops=ops,
+            calls_by_category=calls,
+            syncs=syncs,
+            sync_points=n_sync,
+            launches=int(after_clocks["launches"] - self._clocks["launches"]),
+            memory_before=self._memory,
+            memory_after=allocator.counters.allocated,
+            peak_allocated=peak,
+            wall_s=wall,
+            device_s=float(after_clocks["sim_device_s"] - self._clocks["sim_device_s"]),
+            sim_host_s=float(after_clocks["sim_host_s"] - self._clocks["sim_host_s"]),
+            fusion=self.fusion,
+            strict=self.strict,
+            failed=et is not None,
+        )

@@ -1,0 +1,201 @@
+"""Read-only views of the session's logs as result objects (``%trn ops|memory|cache|shapes|explain|report``).
+
+Each function reads a single source of truth (placement log, allocator, compile cache, shape log,
+``explain``) and returns a :mod:`trn_notebook.results` object; the optional arguments perform the
+one documented action (reset, empty the cache …) first. Compiler-backed views import the compiler
+lazily and raise ``ValueError`` naming the valid choices when a name or stage is unknown.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from typing import Any
+
+from ..api import placement_summary
+from ..device.placement import CALLS, CATEGORY, D2H, DEVICE_S, H2D, HOST_S, SOURCE, placement_log
+from ..device.runtime import allocator
+from ..results import Card, Message, Preformatted, Result, Sections, Table, fmt_bytes
+
+STAGES = {
+    "fx": ("fx",),
+    "aten": ("aten_forward", "aten_backward"),
+    "ir": ("ir",),
+    "passes": ("passes",),
+    "schedule": ("schedule",),
+}
+
+
+def _optional(module: str) -> Any:
+    """``module`` if it is installed (``None`` otherwise); errors inside it propagate."""
+    if importlib.util.find_spec(module) is None:
+        return None
+    return importlib.import_module(module)
+
+
+def ops(*, reset: bool = False, max_rows: int = 50) -> Result:
+    """The placement log: calls by category and the ops with the most modeled device time.
+
+    ``reset=True`` clears the log after reading it (the result shows what was cleared).
+    """
+    snap = placement_log.snapshot()
+    summary = placement_summary(snap)
+    top = sorted(snap.items(), key=lambda kv: (kv[1][DEVICE_S], kv[1][CALLS]), reverse=True)[:max_rows]
+    rows = [
+        (
+            f"aten::{n}",
+            e[CATEGORY],
+            e[CALLS],
+            f"{e[DEVICE_S] * 1e3:.3f}",
+            f"{e[HOST_S] * 1e3:.3f}",
+            fmt_bytes(e[H2D] + e[D2H]),
+            e[SOURCE],
+        )
+        for n, e in top
+    ]
+    calls = summary["calls"]
+    notes = []
+    if len(snap) > max_rows:
+        notes.append(f"top {max_rows} of {len(snap)} ops by modeled device time; all: trn_notebook.op_table()")
+    if reset:
+        placement_log.reset()
+        notes.append("the placement log was cleared after this table")
+    card = Card(
+        "op placement",
+        [
+            ("ops", f"{len(snap)} distinct, {sum(calls.values())} calls"),
+            (
+                "calls by category",
+                f"native {calls['native']} · fallback {calls['cpu_fallback']} · "
+                f"unsupported {calls['unsupported']} · host-only {calls['host_only']}",
+            ),
+            ("modeled device time", f"{summary['device_s'] * 1e3:.3f} ms"),
+        ],
+    )
+    cols = ["op", "category", "calls", "device ms", "host ms", "bytes moved", "source"]
+    return Sections([card, Table("ops by modeled device time", cols, rows, notes, max_rows=max_rows)])
+
+
+def compatibility() -> Result:
+    """The op compatibility table from ``trn_notebook.compat`` (a message if that module is not there yet)."""
+    fn = getattr(_optional("trn_notebook.compat"), "compatibility_table", None)
+    if fn is None:
+        return Message("the op compatibility table (trn_notebook.compat) is not available in this version", "warning")
+    table = fn()
+    if isinstance(table, Result) or hasattr(table, "_repr_html_"):
+        return table
+    return Preformatted("op compatibility", str(table))
+
+
+def memory(*, reset_peak: bool = False, empty_cache: bool = False) -> Result:
+    """Device memory counters (current, peak, by phase); optionally reset peaks or release cached segments."""
+    notes = []
+    if empty_cache:
+        notes.append(f"empty_cache released {fmt_bytes(allocator.empty_cache())} of cached segments")
+    if reset_peak:
+        allocator.reset_peaks()
+        notes.append("peaks reset to the current values")
+    with allocator.lock:
+        c = allocator.counters
+        capacity = allocator.capacity
+        rows = [
+            ("allocated", fmt_bytes(c.allocated), fmt_bytes(c.peak_allocated)),
+            ("active", fmt_bytes(c.active), fmt_bytes(c.peak_active)),
+            ("reserved", fmt_bytes(c.reserved), fmt_bytes(c.peak_reserved)),
+        ]
+        segments = c.num_segments - c.num_segment_frees
+        events = f"{c.num_alloc_retries} alloc retries · {c.num_ooms} OOMs · {segments} segments"
+        phases = [(p, fmt_bytes(v["allocated"]), fmt_bytes(v["reserved"])) for p, v in allocator.phase_peaks.items()]
+    out: list[Result] = [
+        Table(f"device memory (capacity {fmt_bytes(capacity)})", ["counter", "current", "peak"], rows, [events, *notes])
+    ]
+    if phases:
+        out.append(Table("peaks by phase", ["phase", "allocated", "reserved"], phases))
+    return Sections(out)
+
+
+def cache(*, clear: bool = False, directory: str | None = None) -> Result:
+    """The persistent compile cache: directory and entries; ``clear`` deletes them, ``directory`` moves it."""
+    from ..compiler import cache as ccache
+
+    notes = []
+    if directory is not None:
+        setter = getattr(ccache, "set_cache_dir", None)
+        if setter is None:
+            raise ValueError("this compiler cannot change its cache directory; set TORCH_NEURONX_NEFF_CACHE_DIR")
+        setter(directory)
+        notes.append(f"cache directory set to {directory}")
+    if clear:
+        notes.append(f"removed {ccache.clear_cache()} entries")
+    entries = ccache.cache_entries()
+    cols = ["graph_id", "graph_name", "bytes", "created"]
+    rows = [
+        (
+            str(e.get("graph_id", e.get("key", "")))[:16],
+            e.get("graph_name", ""),
+            e.get("bytes", ""),
+            e.get("created", ""),
+        )
+        for e in entries
+    ]
+    return Table(f"compile cache: {ccache.cache_dir()} ({len(entries)} entries)", cols, rows, notes)
+
+
+def shape_names() -> list[str]:
+    """Names of the compiled callables in the shape log."""
+    from ..compiler import shape_log
+
+    return sorted(shape_log.snapshot())
+
+
+def shapes(name: str | None = None) -> Result:
+    """Observed input signatures per compiled callable (``name`` selects one; ``ValueError`` if unknown)."""
+    from ..compiler import shape_log
+
+    snap = shape_log.snapshot()
+    if name is not None:
+        if name not in snap:
+            raise ValueError(f"no compiled callable named {name!r}; known: {', '.join(sorted(snap)) or '(none yet)'}")
+        snap = {name: snap[name]}
+    if not snap:
+        return Message("no compiled callable has run yet; compile one with %%trn compile or torch.compile")
+    parts: list[Result] = []
+    for key, rec in snap.items():
+        sigs = sorted(rec.get("signatures", {}).items(), key=lambda kv: -kv[1])
+        notes = [f"bucket policy: {rec.get('policy') or 'none'}"]
+        padded = rec.get("padded") or {}
+        if padded:
+            notes.append("padded to: " + ", ".join(f"{b} ×{n}" for b, n in sorted(padded.items())))
+        for dim, hist in (rec.get("observed") or {}).items():
+            notes.append(f"{dim}: " + ", ".join(f"{length} ×{n}" for length, n in sorted(hist.items())[:20]))
+        parts.append(Table(f"shapes of {key} ({len(sigs)} signatures = graphs)", ["signature", "calls"], sigs, notes))
+    return Sections(parts)
+
+
+def explain(target: Any, stage: str | None = None, *, title: str = "") -> Result:
+    """Every stage (or one: fx, aten, ir, passes, schedule) of the compilation of ``target``."""
+    from .. import compiler
+
+    if stage is not None and stage not in STAGES:
+        raise ValueError(f"unknown stage {stage!r}; valid stages: {', '.join(STAGES)}")
+    stages: dict[str, str] = compiler.explain(target).stages
+    keys = STAGES[stage] if stage else tuple(stages)
+    parts: list[Result] = [Preformatted(f"{title} — {k}" if title else k, stages.get(k, "(empty)")) for k in keys]
+    return Sections(parts)
+
+
+def report() -> Result:
+    """The migration report from ``trn_notebook.report`` (a message if it is not available yet)."""
+    fn = getattr(_optional("trn_notebook.report"), "report", None)
+    if fn is None:
+        return Message("the migration report (trn_notebook.report) is not available in this version yet", "warning")
+    out = fn()
+    return out if hasattr(out, "_repr_html_") else Preformatted("migration report", str(out))
+
+
+def dashboard() -> Result:
+    """Status, placement, memory and compile cache in one result (the fallback of the dashboard widget)."""
+    from ..status import status
+
+    parts: list[Result] = [status(), ops(max_rows=15), memory()]
+    return Sections(parts)
