@@ -25,7 +25,7 @@ def test_report_for_a_small_model_has_every_row_with_measured_values(fresh_devic
     assert "batch 4" in speed and "modeled device time" in speed and "synchronised" in speed
     assert "torch==2.13.0" in maintain
     md = rep.to_markdown()
-    assert md.count("\n|") == 7  # header, rule and six rows
+    assert md.count("\n|") == 8  # header, rule and six rows
     path = rep.save(tmp_path / "report.md")
     assert path.read_text() == md
 
