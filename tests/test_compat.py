@@ -37,3 +37,13 @@ def test_out_tensor_grown_by_an_op_matches_cpu() -> None:
     torch.add(_neuron(torch.arange(4.0).reshape(2, 2)), 1, out=out)
     assert out.shape == (2, 2)
     assert out.cpu().tolist() == [[1.0, 2.0], [3.0, 4.0]]
+
+
+def test_channels_last_tensor_moved_to_the_device_pools_like_cpu() -> None:
+    x = torch.randn(2, 3, 6, 6).to(memory_format=torch.channels_last)
+    moved = _neuron(x)
+    assert moved.is_contiguous()  # the device stores only the contiguous format
+    torch.testing.assert_close(torch.nn.functional.max_pool2d(moved, 2).cpu(), torch.nn.functional.max_pool2d(x, 2))
+    x3 = torch.randn(1, 2, 3, 4, 5).to(memory_format=torch.channels_last_3d)
+    got = torch.nn.functional.interpolate(_neuron(x3), scale_factor=2).cpu()
+    torch.testing.assert_close(got, torch.nn.functional.interpolate(x3, scale_factor=2))

@@ -104,9 +104,23 @@ def empty_strided(
     device: Any = None,
     pin_memory: bool | None = None,
 ) -> torch.Tensor:
-    """``aten::empty_strided`` on the device."""
+    """``aten::empty_strided`` on the device; channels_last strides are stored contiguous (the only format)."""
     dtype = _check_dtype("empty_strided", dtype)
+    if len(size) in (4, 5) and _is_channels_last(size, stride):
+        return empty(tuple(size), dtype)  # e.g. a channels_last CPU tensor moved with .to("neuron")
     return empty(tuple(size), dtype, tuple(stride))
+
+
+def _is_channels_last(size: list[int], stride: list[int]) -> bool:
+    c = max(size[1], 1)
+    acc = c  # channels_last: channels innermost (stride 1), then the spatial dims from last to first, then N
+    expected = [0] * len(size)
+    expected[1] = 1
+    for d in range(len(size) - 1, 1, -1):
+        expected[d] = acc
+        acc *= max(size[d], 1)
+    expected[0] = acc
+    return list(stride) == expected and c > 1
 
 
 def copy_from(src: torch.Tensor, dst: torch.Tensor, non_blocking: bool = False) -> torch.Tensor:
