@@ -47,3 +47,13 @@ def test_channels_last_tensor_moved_to_the_device_pools_like_cpu() -> None:
     x3 = torch.randn(1, 2, 3, 4, 5).to(memory_format=torch.channels_last_3d)
     got = torch.nn.functional.interpolate(_neuron(x3), scale_factor=2).cpu()
     torch.testing.assert_close(got, torch.nn.functional.interpolate(x3, scale_factor=2))
+
+
+def test_python_scalar_for_a_tensor_parameter_matches_cpu() -> None:
+    x, idx = torch.randn(3, 4), torch.randint(0, 3, (3, 4))
+    assert torch.equal(torch.take_along_dim(_neuron(x), _neuron(idx), 0).cpu(), torch.take_along_dim(x, idx, 0))
+    assert torch.equal(torch.copysign(_neuron(x), -1.5).cpu(), torch.copysign(x, -1.5))
+    ints = torch.arange(6, dtype=torch.int32)
+    got = torch.remainder(_neuron(ints), 2.5).cpu()
+    assert got.dtype == torch.float32
+    assert torch.equal(got, torch.remainder(ints, 2.5))

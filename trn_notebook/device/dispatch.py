@@ -27,6 +27,7 @@ from .runtime import cached_host_view, host_view, rebind, state, wrap
 
 _perf = time.perf_counter
 _Tensor = torch.Tensor
+_NUMBERS = (int, float, bool, complex)
 
 
 class NeuronFallbackWarning(UserWarning):
@@ -42,7 +43,7 @@ _warned: set[str] = set()
 
 
 class _OpInfo:
-    __slots__ = ("category", "mutable", "name", "reason", "version")
+    __slots__ = ("category", "mutable", "name", "number_args", "reason", "version")
 
     def __init__(self, op: torch._ops.OpOverload) -> None:
         schema = op._schema
@@ -52,6 +53,10 @@ class _OpInfo:
         self.category = rule.category
         self.reason = rule.reason
         self.mutable = any(a.alias_info is not None and a.alias_info.is_write for a in schema.arguments)
+        # Tensor parameters that may arrive as Python numbers (the boxed fallback unwraps wrapped scalars)
+        self.number_args = tuple(
+            i for i, a in enumerate(schema.arguments) if not a.kwarg_only and isinstance(a.type, torch.TensorType)
+        )
         self.version = policy.version
 
 
@@ -186,6 +191,9 @@ def run_op(op: torch._ops.OpOverload, *args: Any, **kwargs: Any) -> Any:
             f"aten::{info.name} would fall back to CPU ({info.reason or 'no native kernel'}) and strict "
             "mode is on; run it on the CPU explicitly or turn strict mode off (%%trn eager without --strict)"
         )
+    for i in info.number_args:
+        if i < len(hargs) and type(hargs[i]) in _NUMBERS:
+            hargs[i] = torch.tensor(hargs[i])  # e.g. remainder(x, 3) inside take_along_dim
     t1 = _perf()
     out = op(*hargs, **kwargs)
     cpu_s = _perf() - t1
