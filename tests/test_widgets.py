@@ -348,6 +348,9 @@ def test_tuner_apply_sets_the_policy_on_the_bucketed_callable() -> None:
     front_end_custom(view, {"type": "apply"})
     assert view.error == ""
     assert str(target.policy) == "list:16,128,256" == view.applied
+    by_name = ShapeTuner(name=target.name)  # as `%trn shapes <name>` builds it: reads the shape log only
+    assert by_name.source == f"shape log: {target.name}" and by_name.hist["samples"] == 6
+    assert by_name.can_apply is False
 
 
 def test_tuner_apply_without_a_callable_is_an_error_as_data(given_lengths: Any) -> None:

@@ -80,7 +80,7 @@ def totals_of(rows: list[GraphRow]) -> dict[str, Any]:
     return {
         "graphs": len(rows),
         "cold_s": sum(r["compile_s"] for r in rows),
-        "warm_s": sum(r["warm_s"] for r in rows),
+        "warm_s": sum(r["warm_s"] for r in rows),  # each record's warm_s is its latest run's wall time
         "runs": sum(r["runs"] for r in rows),
         "results": results,
         "recompiles": sum(1 for r in rows if r["recompile_reasons"]),
@@ -173,7 +173,7 @@ class CacheView(TrnWidget):
         extra = _html.table(["graph", "recompile reason / graph break"], reasons) if reasons else ""
         summary = (
             f"<p>{t.get('graphs', 0)} graphs; cold (compile) {_html.esc(_html.fmt_s(t.get('cold_s', 0.0)))}, "
-            f"warm {_html.esc(_html.fmt_s(t.get('warm_s', 0.0)))} over {t.get('runs', 0)} runs; "
+            f"warm (latest run of each graph) {_html.esc(_html.fmt_s(t.get('warm_s', 0.0)))}; {t.get('runs', 0)} runs; "
             f"{self.disk_entries} entries in {_html.esc(self.cache_dir)}</p>"
         )
         return _html.section("Compile cache", table + extra + summary)
@@ -184,7 +184,7 @@ class CacheView(TrnWidget):
         results = ", ".join(f"{v} {k}" for k, v in sorted(t.get("results", {}).items()))
         lines = [
             f"Compile cache: {t.get('graphs', 0)} graphs ({results or 'none'}); cold {_html.fmt_s(t.get('cold_s', 0.0))}, "
-            f"warm {_html.fmt_s(t.get('warm_s', 0.0))}; {self.disk_entries} entries on disk",
+            f"warm {_html.fmt_s(t.get('warm_s', 0.0))} (latest run of each graph); {self.disk_entries} entries on disk",
         ]
         for r in self._rows[:20]:
             lines.append(

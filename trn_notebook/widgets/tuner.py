@@ -129,7 +129,8 @@ class ShapeTuner(TrnWidget):
     can_apply = traitlets.Bool(False).tag(sync=True)
 
     def __init__(self, target: Any = None, lengths: Any = None, **kwargs: Any) -> None:
-        self._target = target
+        name = kwargs.pop("name", None)  # ShapeTuner(name="f") == ShapeTuner("f"): a shape-log name
+        self._target = target if target is not None or not name else str(name)
         self._given = None if lengths is None else as_counts(lengths)
         self._values = np.zeros(0, dtype=np.int64)
         self._counts = np.zeros(0, dtype=np.int64)

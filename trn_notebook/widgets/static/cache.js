@@ -99,7 +99,7 @@ function render({ model, el: root }) {
     const results = Object.entries(t.results || {}).map(([k, v]) => v + " " + k).join(", ");
     summary.textContent =
       (t.graphs ?? 0) + " graphs (" + (results || "none") + ") · cold (compile) " + fmtS(t.cold_s ?? 0) +
-      " · warm " + fmtS(t.warm_s ?? 0) + " over " + (t.runs ?? 0) + " runs · " + model.get("disk_entries") +
+      " · warm (latest run of each graph) " + fmtS(t.warm_s ?? 0) + " · " + (t.runs ?? 0) + " runs · " + model.get("disk_entries") +
       " entries on disk";
     status.textContent = model.get("status");
     table.replaceChildren();
