@@ -57,3 +57,13 @@ def test_python_scalar_for_a_tensor_parameter_matches_cpu() -> None:
     got = torch.remainder(_neuron(ints), 2.5).cpu()
     assert got.dtype == torch.float32
     assert torch.equal(got, torch.remainder(ints, 2.5))
+
+
+def test_backward_through_zero_gradient_ops_matches_cpu() -> None:
+    x = torch.randn(5, requires_grad=True)
+    xn = _neuron(x.detach()).requires_grad_()
+    g = torch.randn(5)
+    (expected,) = torch.autograd.grad(torch.sgn(x), x, g)
+    (got,) = torch.autograd.grad(torch.sgn(xn), xn, _neuron(g))
+    assert got.device.type == "neuron"
+    assert torch.equal(got.cpu(), expected)

@@ -261,6 +261,15 @@ def convolution_backward_overrideable(
     )
 
 
+def efficient_zero_tensor(
+    size: list[int], dtype: torch.dtype | None = None, layout: Any = None, device: Any = None, pin_memory: Any = None
+) -> torch.Tensor:
+    """``aten::_efficientzerotensor`` (autograd's zero gradients, e.g. of sgn): a materialised zero tensor."""
+    t = empty(tuple(size), _check_dtype("_efficientzerotensor", dtype))
+    host_view(t).zero_()
+    return t
+
+
 def neuron_storage(nbytes: int) -> torch.UntypedStorage:
     """A fresh neuron UntypedStorage of ``nbytes`` (PyTorch's constructor would segfault without a C++ allocator)."""
     host = torch.UntypedStorage(nbytes)
@@ -281,6 +290,7 @@ def register_kernels(lib: torch.library.Library) -> list[str]:
         "set_.source_Tensor": set_source_tensor,
         "convolution_overrideable": convolution_overrideable,
         "convolution_backward_overrideable": convolution_backward_overrideable,
+        "_efficientzerotensor": efficient_zero_tensor,
     }
     names = []
     for name, fn in direct.items():
