@@ -81,6 +81,7 @@ class RecordingComm(BaseComm):
 def shell(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[InteractiveShell, list[RecordingComm]]]:
     """IPython's test shell with comm.create_comm recording instead of publishing; unregisters after."""
     ip = globalipapp.get_ipython()  # the module attribute: start_ipython() rebinds it
+    unregister(ip)  # start clean should an earlier test have loaded the extension into this shell
     opened: list[RecordingComm] = []
 
     def create_comm(**kwargs: Any) -> RecordingComm:
@@ -296,13 +297,16 @@ def test_wheel_ships_prebuilt_extension_that_jupyterlab_lists(tmp_path):
     assert shipped_package == _committed_build()
     assert not any("node_modules" in name for name in names)
 
-    # Install it into a throwaway prefix and ask JupyterLab whether it is usable.
+    # Lay the wheel's data files out as an installer would (`pip install --prefix` must not be used here:
+    # it uninstalls the trn-notebook the tests are running from), then ask JupyterLab whether it is usable.
     target = tmp_path / "prefix"
-    subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--prefix", str(target), str(wheel)],
-        check=True,
-        capture_output=True,
-    )
+    with zipfile.ZipFile(wheel) as zf:
+        data_root = "trn_notebook-0.1.0.data/data/"
+        for name in zf.namelist():
+            if name.startswith(data_root) and not name.endswith("/"):
+                dest = target / name[len(data_root) :]
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                dest.write_bytes(zf.read(name))
     listed = subprocess.run(
         [sys.executable, "-m", "jupyterlab.labextensions", "list"],
         env={**os.environ, "JUPYTER_PATH": str(target / "share" / "jupyter")},
@@ -554,6 +558,7 @@ def test_status_item_with_trn_extension_loaded(lab, page, screenshots):
     assert memory.search(before).group(1) != memory.search(after).group(1)  # type: ignore[union-attr]
 
     prompt, source, _ = click_status_and_wait_for_dashboard(page)
+    page.screenshot(path=str(screenshots / "status-item-trn-extension-dashboard.png"))
     assert source.strip() == "%trn dashboard"
     assert re.fullmatch(r"\[\d+\]:", prompt.strip())
     assert cell_errors(page) == []
