@@ -67,3 +67,11 @@ def test_backward_through_zero_gradient_ops_matches_cpu() -> None:
     (got,) = torch.autograd.grad(torch.sgn(xn), xn, _neuron(g))
     assert got.device.type == "neuron"
     assert torch.equal(got.cpu(), expected)
+
+
+def test_non_blocking_copy_to_host_matches_cpu() -> None:
+    x = torch.randn(4, 5)
+    got = _neuron(x).to("cpu", non_blocking=True)
+    assert got.device.type == "cpu"
+    assert torch.equal(got, x)
+    assert torch.equal(_neuron(x).to("cpu", torch.bfloat16, non_blocking=True), x.to(torch.bfloat16))

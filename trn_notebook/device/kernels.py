@@ -270,6 +270,19 @@ def efficient_zero_tensor(
     return t
 
 
+def to_copy(self: torch.Tensor, **kwargs: Any) -> torch.Tensor:
+    """``aten::_to_copy`` of a neuron tensor: ATen's own kernel, but never asks for pinned host memory.
+
+    ``x.to("cpu", non_blocking=True)`` would otherwise need a pinned-memory allocator, which a Python backend
+    cannot register; the simulator's host copies are synchronous anyway.
+    """
+    kwargs["non_blocking"] = False
+    return _TO_COPY._op_dk(torch._C.DispatchKey.CompositeExplicitAutograd, self, **kwargs)
+
+
+_TO_COPY = torch.ops.aten._to_copy.default
+
+
 def neuron_storage(nbytes: int) -> torch.UntypedStorage:
     """A fresh neuron UntypedStorage of ``nbytes`` (PyTorch's constructor would segfault without a C++ allocator)."""
     host = torch.UntypedStorage(nbytes)
@@ -291,6 +304,7 @@ def register_kernels(lib: torch.library.Library) -> list[str]:
         "convolution_overrideable": convolution_overrideable,
         "convolution_backward_overrideable": convolution_backward_overrideable,
         "_efficientzerotensor": efficient_zero_tensor,
+        "_to_copy": to_copy,
     }
     names = []
     for name, fn in direct.items():
