@@ -75,3 +75,14 @@ def test_non_blocking_copy_to_host_matches_cpu() -> None:
     assert got.device.type == "cpu"
     assert torch.equal(got, x)
     assert torch.equal(_neuron(x).to("cpu", torch.bfloat16, non_blocking=True), x.to(torch.bfloat16))
+
+
+def test_lazy_conjugate_results_and_inputs_match_cpu() -> None:
+    x = torch.randn(5, 6)
+    torch.testing.assert_close(torch.fft.ifft(_neuron(x), norm="ortho").cpu(), torch.fft.ifft(x, norm="ortho"))
+    z = torch.randn(4, dtype=torch.complex64)
+    zc = _neuron(z).conj()
+    assert zc.is_conj()
+    torch.testing.assert_close(zc.cpu(), z.conj())
+    torch.testing.assert_close((zc * 2).cpu(), z.conj() * 2)
+    assert "-" in repr(_neuron(torch.tensor([1 + 1j], dtype=torch.complex64)).conj())

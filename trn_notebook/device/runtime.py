@@ -123,7 +123,15 @@ def wrap(cpu: torch.Tensor) -> torch.Tensor:
         st = new_storage(host)
     t = _create_empty((0,), cpu.dtype)
     _set_storage(_CPU_KEYSET, t, st, cpu.storage_offset(), cpu.size(), cpu.stride())
+    if cpu.is_conj() or cpu.is_neg():  # lazy conjugate/negative views (e.g. fft.ifft results)
+        _copy_math_bits(cpu, t)
     return t
+
+
+def _copy_math_bits(src: torch.Tensor, dst: torch.Tensor) -> torch.Tensor:
+    torch._C._set_conj(dst, src.is_conj())
+    torch._C._set_neg(dst, src.is_neg())
+    return dst
 
 
 def rebind(t: torch.Tensor, cpu: torch.Tensor) -> None:
@@ -150,14 +158,15 @@ def host_view(t: torch.Tensor) -> torch.Tensor:
             "this neuron tensor's storage is not device memory of the trn_notebook simulator "
             "(was it created before the device was reset?)"
         )
-    return torch.empty(0, dtype=t.dtype).set_(entry[0], t.storage_offset(), t.size(), t.stride())
+    view = torch.empty(0, dtype=t.dtype).set_(entry[0], t.storage_offset(), t.size(), t.stride())
+    return _copy_math_bits(t, view) if t.is_conj() or t.is_neg() else view
 
 
 def cached_host_view(t: torch.Tensor) -> torch.Tensor:
     """Like :func:`host_view`, but reuses one CPU view per geometry; only for ops that do not mutate metadata."""
     ptr = t.untyped_storage().data_ptr()
     entry = _owners.get(ptr)
-    if entry is None:
+    if entry is None or t.is_conj() or t.is_neg():
         return host_view(t)
     key = (t.storage_offset(), t.shape, t.stride(), t.dtype)
     views = entry[3]
