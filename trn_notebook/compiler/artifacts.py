@@ -1,0 +1,101 @@
+"""What each compile produced, kept for ``explain()`` and written to the debug directory on request.
+
+Texts are rendered lazily (printing IR after every pass costs time the cold compile should not
+pay): a bundle keeps the immutable graphs and renders on :meth:`Bundle.stages`.
+``TORCH_NEURONX_DEBUG_DIR`` + ``TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS=1`` write the
+same texts as files, one directory per graph.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .config import get_config
+from .ir import Graph
+from .schedule import Schedule
+from .text import print_graph
+
+log = logging.getLogger("trn_notebook.compiler")
+CAPACITY = 64
+
+
+@dataclass
+class Bundle:
+    """Artifacts of one compiled graph."""
+
+    graph_name: str
+    model_name: str
+    kind: str
+    fx_text: str
+    aten_text: str
+    lowered: Graph | None
+    history: list[tuple[str, Graph]] = field(default_factory=list)
+    final: Graph | None = None
+    schedule: Schedule | None = None
+    note: str = ""
+
+    def ir_text(self) -> str:
+        if self.lowered is None:
+            return f"(lowering skipped: {self.note})\n"
+        return print_graph(self.lowered)
+
+    def passes_text(self) -> str:
+        if not self.history:
+            final = print_graph(self.final) if self.final is not None else ""
+            return f"(passes skipped: {self.note})\n{final}"
+        parts = [f"# after {name}\n{print_graph(g)}" for name, g in self.history]
+        return "\n".join(parts)
+
+
+class Artifacts:
+    """Bounded registry of bundles by graph name (newest last)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.bundles: OrderedDict[str, Bundle] = OrderedDict()
+
+    def add(self, bundle: Bundle) -> None:
+        with self.lock:
+            self.bundles.pop(bundle.graph_name, None)
+            self.bundles[bundle.graph_name] = bundle
+            while len(self.bundles) > CAPACITY:
+                self.bundles.popitem(last=False)
+        cfg = get_config()
+        if cfg.preserve_artifacts and cfg.debug_dir:
+            write_bundle(Path(cfg.debug_dir), bundle)
+
+    def for_model(self, model_name: str) -> list[Bundle]:
+        """Bundles of ``model_name``, oldest first."""
+        with self.lock:
+            return [b for b in self.bundles.values() if b.model_name == model_name]
+
+    def reset(self) -> None:
+        with self.lock:
+            self.bundles.clear()
+
+
+artifacts = Artifacts()
+
+
+def write_bundle(root: Path, b: Bundle) -> Path | None:
+    """Write one bundle as text files under ``root/<graph_name>/``; returns the directory."""
+    d = root / b.graph_name
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "fx_graph.py").write_text(b.fx_text)
+        (d / f"aten_{b.kind}.py").write_text(b.aten_text)
+        (d / "ir_lowered.ir").write_text(b.ir_text())
+        for i, (name, g) in enumerate(b.history):
+            (d / f"ir_{i + 1:02d}_{name}.ir").write_text(print_graph(g))
+        if b.final is not None:
+            (d / "ir_final.ir").write_text(print_graph(b.final))
+        if b.schedule is not None:
+            (d / "schedule.txt").write_text(b.schedule.text() + "\n")
+    except OSError as exc:
+        log.warning("could not write compilation artifacts to %s: %s", d, exc)
+        return None
+    return d

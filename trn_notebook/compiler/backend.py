@@ -1,0 +1,328 @@
+"""The ``neuron`` dynamo backend: capture → AOT Autograd → lower → passes → codegen → executable.
+
+``neuron_backend`` is what ``torch.compile(backend="neuron")`` calls (through the
+``torch_dynamo_backends`` entry point or :func:`register`). Each forward, backward or inference
+graph AOT Autograd produces is compiled by :class:`_Capture.compile_graph`, which consults the
+in-memory and disk caches, records one compile-log entry, and returns an :class:`Executable`.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import re
+import threading
+import time
+import warnings
+from typing import Any
+
+import torch
+import torch.fx
+
+from . import cache, contracts, progress
+from .artifacts import Bundle, artifacts
+from .compile_log import compile_log, get_dynamo_metrics, reset_dynamo_metrics
+from .executable import Executable
+from .ir import Graph
+from .lower import lower, user_source
+from .passes import run_passes
+from .schedule import Schedule, build_schedule
+from .shape_log import shape_log, signature_of
+
+log = logging.getLogger("trn_notebook.compiler")
+_perf = time.perf_counter
+_lock = threading.Lock()
+_registered = False
+_memory: dict[str, tuple[Graph, Schedule]] = {}  # cache key -> planned graph and schedule
+_name_counts: dict[str, int] = {}
+_seen_failures: dict[Any, int] = {}
+_capture_started: list[float] = [0.0]
+_downcast_warned: set[str] = set()
+_COMPILE_ID = re.compile(r"^\[?[0-9/_]+\]?: ")
+
+
+def _on_dynamo_start(_args: Any) -> None:
+    _capture_started[0] = _perf()
+    if progress.has_listeners():
+        progress.emit("capture", 0.0, "")
+
+
+def register() -> None:
+    """Register backend ``neuron`` with dynamo and attach ``torch.neuron.get_dynamo_metrics`` (idempotent)."""
+    global _registered
+    with _lock:
+        if _registered:
+            return
+        from torch._dynamo.backends import registry
+        from torch._dynamo.callback import callback_handler
+
+        if "neuron" not in registry._COMPILER_FNS:
+            registry.register_backend(neuron_backend, "neuron")
+        # Static shapes only, as on the real backend: a new length recompiles instead of going dynamic.
+        torch._dynamo.config.automatic_dynamic_shapes = False
+        callback_handler.register_start_callback(_on_dynamo_start)
+        neuron_module = getattr(torch, "neuron", None)
+        if neuron_module is not None:
+            neuron_module.get_dynamo_metrics = get_dynamo_metrics
+            neuron_module.reset_dynamo_metrics = reset_dynamo_metrics
+        _registered = True
+
+
+def _new_recompile_reasons() -> list[str]:
+    from torch._dynamo.utils import guard_failures
+
+    reasons: list[str] = []
+    for code, failures in list(guard_failures.items()):
+        seen = _seen_failures.get(code, 0)
+        for text in failures[seen:]:
+            first = _COMPILE_ID.sub("", str(text).split("\nUser stack trace:")[0])
+            reasons.extend(r.strip() for r in first.split("; ") if r.strip())
+        _seen_failures[code] = len(failures)
+    return reasons
+
+
+def _graph_breaks(gm: torch.fx.GraphModule) -> list[dict[str, str]]:
+    reason = getattr(gm, "compile_subgraph_reason", None)
+    if reason is None or not getattr(reason, "graph_break", False):
+        return []
+    stack = getattr(reason, "user_stack", None) or []
+    source = ""
+    if stack:
+        frame = stack[-1]
+        from ..device.placement import placement_log
+
+        try:
+            source = placement_log.source_formatter(frame.filename, frame.lineno or 0)
+        except Exception:
+            source = f"{frame.filename}:{frame.lineno}"
+    return [{"reason": str(reason.reason).strip(), "source": source}]
+
+
+def _guess_model_name() -> str:
+    try:
+        from torch._dynamo.symbolic_convert import InstructionTranslator
+
+        tx = InstructionTranslator.current_tx()
+        name = tx.f_code.co_name
+        this = tx.f_locals.get("self") if hasattr(tx, "f_locals") else None
+        if name == "forward" and this is not None:
+            return type(this).__name__
+        return name
+    except Exception:
+        return "graph"
+
+
+def _user_inputs(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> list[tuple[str, torch.Tensor]]:
+    found = []
+    for node, x in zip((n for n in gm.graph.nodes if n.op == "placeholder"), example_inputs):
+        if isinstance(x, torch.Tensor) and node.name.startswith("L_") and "self" not in node.name:
+            found.append((node.name[2:].rstrip("_"), x))
+    return found
+
+
+def neuron_backend(gm: torch.fx.GraphModule, example_inputs: list[Any], **kwargs: Any) -> Any:
+    """Dynamo backend entry: check contracts, then compile every AOT graph of ``gm`` for neuron.
+
+    Raises :class:`~trn_notebook.compiler.contracts.DynamicShapesError` for symbolic shapes and
+    ``TypeError`` for bad options; compile failures raise ``NeuronCompileError`` unless fallback
+    execution is on.
+    """
+    register()
+    t_entry = _perf()
+    mode = kwargs.pop("mode", None)
+    options = kwargs.pop("options", None)
+    callable_name = kwargs.pop("callable_name", None)
+    if kwargs:
+        raise TypeError(f"neuron backend got unexpected arguments {sorted(kwargs)}; it takes mode= and options=")
+    contracts.check_mode(mode)
+    opts = contracts.resolve_options(options)
+    contracts.check_static(example_inputs)
+    started = _capture_started[0]
+    capture_us = (t_entry - started) * 1e6 if started and t_entry - started < 3600 else 0.0
+    model = opts.model_name or callable_name or _guess_model_name()
+    on_device = any(isinstance(x, torch.Tensor) and x.device.type not in ("cpu", "meta") for x in example_inputs)
+    if callable_name is None:
+        user = _user_inputs(gm, example_inputs)
+        if user:
+            shape_log.observe(model, user)
+    capture = _Capture(gm, model, opts, capture_us, t_entry, on_device)
+    from torch._dynamo.backends.common import aot_autograd
+
+    if progress.has_listeners():
+        progress.emit("forward/backward", 0.0, model)
+    compiler = aot_autograd(
+        fw_compiler=capture.forward, bw_compiler=capture.backward, inference_compiler=capture.inference
+    )
+    return compiler(gm, example_inputs)
+
+
+class _Capture:
+    """One dynamo graph: its AOT graphs compile through :meth:`compile_graph`."""
+
+    def __init__(
+        self, gm: torch.fx.GraphModule, model: str, opts: contracts.Options, capture_us: float, t0: float, dev: bool
+    ) -> None:
+        self.fx_text = gm.code
+        self.node_count = sum(1 for n in gm.graph.nodes if n.op == "call_function" or n.op == "call_method")
+        self.model = model
+        self.opts = opts
+        self.capture_us = capture_us
+        self.t0 = t0
+        self.on_device = dev
+        self.breaks = _graph_breaks(gm)
+        self.reasons = _new_recompile_reasons()
+
+    def forward(self, gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
+        return self.compile_graph("forward", gm, example_inputs)
+
+    def backward(self, gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
+        return self.compile_graph("backward", gm, example_inputs)
+
+    def inference(self, gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
+        return self.compile_graph("inference", gm, example_inputs)
+
+    def compile_graph(self, kind: str, gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
+        t_start = _perf()
+        with _lock:
+            n = _name_counts.get(f"{self.model}_{kind}", 0)
+            _name_counts[f"{self.model}_{kind}"] = n + 1
+        name = f"{self.model}_{kind}_{n}"
+        first = kind != "backward"
+        stage_us = dict.fromkeys(("capture", "aot", "lower", "passes", "codegen", "cache_write"), 0.0)
+        if first:
+            stage_us["capture"] = self.capture_us
+            stage_us["aot"] = (t_start - self.t0) * 1e6
+        specs = [signature_of(x) if isinstance(x, torch.Tensor) else repr(x) for x in example_inputs]
+        record: dict[str, Any] = {
+            "graph_id": "",
+            "graph_name": name,
+            "model_name": self.model,
+            "kind": kind,
+            "graph_node_count": self.node_count if first else sum(1 for x in gm.graph.nodes if x.op == "call_function"),
+            "has_collectives": False,
+            "timestamp": time.time(),
+            "input_signature": specs,
+            "stage_us": stage_us,
+            "compile_s": 0.0,
+            "cache_result": "miss",
+            "fused_kernels": 0,
+            "ir_node_count": 0,
+            "modeled_device_s": 0.0,
+            "modeled_peak_bytes": 0,
+            "requested_options": dict(self.opts.requested),
+            "effective_options": dict(self.opts.effective),
+            "graph_breaks": list(self.breaks) if first else [],
+            "recompile_reasons": list(self.reasons) if first else [],
+            "runs": 0,
+            "warm_s": 0.0,
+        }
+        gc_was_enabled = gc.isenabled()
+        gc.disable()  # a full collection of dynamo's objects can pause 0.5 s inside a tiny pass
+        try:
+            exe = self._build(name, kind, gm, specs, record, stage_us)
+        except Exception as exc:
+            if gc_was_enabled:
+                gc.enable()
+            record["error"] = f"{type(exc).__name__}: {exc}"
+            record["compile_s"] = sum(stage_us.values()) / 1e6
+            compile_log.add(record)
+            _emit("done", t_start, name)
+            if not self.opts.fallback_execution:
+                raise contracts.NeuronCompileError(
+                    f"neuron compile of graph {name} failed: {exc}. To run this graph eagerly instead, pass "
+                    "options={'fallback_execution': True} or set TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=0."
+                ) from exc
+            warnings.warn(
+                f"neuron compile of graph {name} failed ({exc}); running it eagerly (fallback execution)",
+                contracts.NeuronCompileFallbackWarning,
+                stacklevel=2,
+            )
+            record["fallback"] = True
+            from functorch.compile import make_boxed_func
+
+            return make_boxed_func(gm.forward)
+        if gc_was_enabled:
+            gc.enable()
+        record["compile_s"] = sum(stage_us.values()) / 1e6
+        compile_log.add(record)
+        _emit("done", t_start, name)
+        return exe
+
+    def _build(
+        self, name: str, kind: str, gm: torch.fx.GraphModule, specs: list[str], record: dict[str, Any], st: dict
+    ) -> Executable:
+        t = _perf()
+        key = cache.make_key(gm.code, specs, self.opts.key_items())
+        record["graph_id"] = key
+        bundle = Bundle(name, self.model, kind, self.fx_text, gm.code, None)
+        hit = _memory.get(key)
+        if hit is not None:
+            record["cache_result"] = "memory hit"
+            graph, schedule = hit
+            graph = Graph(name, graph.inputs, graph.nodes, graph.outputs, graph.meta)
+            bundle.note = "in-memory cache hit"
+        else:
+            loaded = cache.load(key)
+            if loaded is not None:
+                record["cache_result"] = "disk hit"
+                graph = loaded[0]
+                graph = Graph(name, graph.inputs, graph.nodes, graph.outputs, graph.meta)
+                schedule = build_schedule(graph)
+                bundle.note = "disk cache hit"
+                st["lower"] = (_perf() - t) * 1e6
+            else:
+                _emit("lower", t, name)
+                lowered = lower(gm, name)
+                bundle.lowered = lowered
+                t1 = _perf()
+                st["lower"] = (t1 - t) * 1e6
+                _emit("passes", t, name)
+                graph, bundle.history = run_passes(lowered, keep=True)
+                schedule = build_schedule(graph)
+                st["passes"] = (_perf() - t1) * 1e6
+            self._warn_downcast(graph, name)
+        t2 = _perf()
+        _emit("codegen", t, name)
+        exe = Executable(graph, schedule, record, self.on_device)
+        st["codegen"] = (_perf() - t2) * 1e6
+        if record["cache_result"] == "miss":
+            t3 = _perf()
+            _emit("cache write", t, name)
+            cache.store(
+                key, graph, {"graph_name": name, "model_name": self.model, "kind": kind, "input_signature": specs}
+            )
+            st["cache_write"] = (_perf() - t3) * 1e6
+        _memory[key] = (graph, schedule)
+        bundle.final = graph
+        bundle.schedule = schedule
+        artifacts.add(bundle)
+        record["fused_kernels"] = schedule.fused_kernels
+        record["ir_node_count"] = len(graph.nodes)
+        record["modeled_device_s"] = schedule.device_s
+        record["modeled_peak_bytes"] = schedule.peak_bytes
+        record["modeled_eager_device_s"] = schedule.eager_device_s
+        return exe
+
+    def _warn_downcast(self, graph: Graph, name: str) -> None:
+        what = dict(graph.meta).get("downcast")
+        if what and what != "internal" and name not in _downcast_warned:
+            _downcast_warned.add(name)
+            warnings.warn(
+                f"neuron: graph {name} computes 64-bit inputs ({what}) in 32 bits and casts outputs back; "
+                "expect float32 precision (the device has no native 64-bit)",
+                UserWarning,
+                stacklevel=2,
+            )
+
+
+def _emit(stage: str, t0: float, name: str) -> None:
+    if progress.has_listeners():
+        progress.emit(stage, _perf() - t0, name)
+
+
+def clear_memory_cache() -> None:
+    """Forget in-process compiled graphs (the next compile of a graph goes to disk or recompiles)."""
+    _memory.clear()
+
+
+__all__ = ["clear_memory_cache", "neuron_backend", "register", "user_source"]

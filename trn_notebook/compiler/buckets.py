@@ -1,0 +1,217 @@
+"""Shape buckets: a :class:`BucketPolicy` and :func:`bucketed`, which pads chosen dims up to a bucket.
+
+A bucketed callable compiles one graph per bucket (static shapes, as the device needs), pads the
+chosen dimensions with zeros (and an attention mask when the callable takes ``attention_mask``),
+and slices outputs back to the true length, so unpadded positions equal the unbucketed run.
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+import inspect
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from .shape_log import shape_log
+
+_FORMS = "'pow2:MIN-MAX' (e.g. pow2:128-2048), 'step:STEP:MIN-MAX' (e.g. step:256:256-2048) or 'list:A,B,C' (e.g. list:128,512,2048)"
+
+
+@dataclass(frozen=True)
+class BucketPolicy:
+    """Sorted bucket sizes plus the spec they came from (``str(policy)`` is the spec)."""
+
+    kind: str
+    sizes: tuple[int, ...]
+    spec: str
+
+    @classmethod
+    def pow2(cls, min: int, max: int) -> BucketPolicy:
+        """Powers of two from ``min`` to ``max`` (``max`` added if it is not one); raises ``ValueError``."""
+        _check_bounds(min, max)
+        sizes = []
+        p = 1
+        while p <= max:
+            if p >= min:
+                sizes.append(p)
+            p *= 2
+        if not sizes or sizes[-1] != max:
+            sizes.append(max)
+        return cls("pow2", tuple(sizes), f"pow2:{min}-{max}")
+
+    @classmethod
+    def step(cls, step: int, min: int, max: int) -> BucketPolicy:
+        """``min, min+step, …`` up to ``max`` (``max`` always included); raises ``ValueError``."""
+        if not isinstance(step, int) or step <= 0:
+            raise ValueError(
+                f"bucket step must be a positive integer, got {step!r}; e.g. BucketPolicy.step(256, 256, 2048)"
+            )
+        _check_bounds(min, max)
+        sizes = list(range(min, max + 1, step))
+        if sizes[-1] != max:
+            sizes.append(max)
+        return cls("step", tuple(sizes), f"step:{step}:{min}-{max}")
+
+    @classmethod
+    def explicit(cls, sizes: Any) -> BucketPolicy:
+        """Exactly these sizes; empty, unsorted, repeated or non-positive sizes raise ``ValueError`` with the fix."""
+        sizes = list(sizes)
+        if not sizes:
+            raise ValueError(
+                "bucket list is empty; give at least one size, e.g. BucketPolicy.explicit([128, 512, 2048])"
+            )
+        if any(not isinstance(s, int) or isinstance(s, bool) or s <= 0 for s in sizes):
+            raise ValueError(f"bucket sizes must be positive integers, got {sizes}; drop the non-positive ones")
+        if sizes != sorted(set(sizes)):
+            raise ValueError(f"bucket sizes must be strictly increasing, got {sizes}; use {sorted(set(sizes))}")
+        return cls("list", tuple(sizes), "list:" + ",".join(str(s) for s in sizes))
+
+    @classmethod
+    def parse(cls, spec: str) -> BucketPolicy:
+        """Parse a spec string (see the module docs for the forms); raises ``ValueError`` naming the forms."""
+        if isinstance(spec, BucketPolicy):
+            return spec
+        text = str(spec).strip().replace(" ", "")
+        m = re.fullmatch(r"pow2:(\d+)-(\d+)", text)
+        if m:
+            return cls.pow2(int(m.group(1)), int(m.group(2)))
+        m = re.fullmatch(r"step:(\d+):(\d+)-(\d+)", text)
+        if m:
+            return cls.step(int(m.group(1)), int(m.group(2)), int(m.group(3)))
+        m = re.fullmatch(r"list:(-?\d+(?:,-?\d+)*)", text)
+        if m:
+            return cls.explicit([int(s) for s in m.group(1).split(",")])
+        raise ValueError(f"cannot parse bucket policy {spec!r}; use {_FORMS}")
+
+    def buckets(self) -> list[int]:
+        """The bucket sizes, ascending."""
+        return list(self.sizes)
+
+    def bucket_for(self, n: int) -> int:
+        """Smallest bucket >= ``n``; raises ``ValueError`` when ``n`` exceeds the largest bucket."""
+        i = bisect.bisect_left(self.sizes, n)
+        if i == len(self.sizes):
+            raise ValueError(
+                f"length {n} exceeds the largest bucket {self.sizes[-1]} of policy {self.spec}; "
+                f"raise its maximum (e.g. {self.kind}:…-{_next_pow2(n)}) or truncate the input"
+            )
+        return self.sizes[i]
+
+    def __str__(self) -> str:
+        return self.spec
+
+
+def _next_pow2(n: int) -> int:
+    p = 1
+    while p < n:
+        p *= 2
+    return p
+
+
+def _check_bounds(lo: Any, hi: Any) -> None:
+    if not isinstance(lo, int) or not isinstance(hi, int) or lo <= 0 or hi <= 0:
+        raise ValueError(f"bucket bounds must be positive integers, got min={lo!r} max={hi!r}; e.g. pow2:128-2048")
+    if lo > hi:
+        raise ValueError(f"bucket min {lo} is above max {hi}; swap them: {hi}-{lo}")
+
+
+class BucketedCallable:
+    """Pads ``dims`` up to the policy's bucket, runs one compiled graph per bucket, slices outputs back."""
+
+    def __init__(self, fn: Any, dims: dict[str, int], policy: BucketPolicy | str, pad_value: float = 0) -> None:
+        from .api import _unique, callable_name
+        from .backend import neuron_backend, register
+
+        register()
+        if not dims:
+            raise ValueError("bucketed() needs dims, e.g. dims={'input_ids': 1}")
+        self.fn = fn
+        self.dims = dict(dims)
+        self.pad_value = pad_value
+        self.name = _unique(f"{callable_name(fn)}[bucketed]")
+        target = fn.forward if isinstance(fn, torch.nn.Module) else fn
+        self._sig = inspect.signature(target)
+        missing = [d for d in self.dims if d not in self._sig.parameters]
+        if missing:
+            raise ValueError(
+                f"bucketed dims {missing} are not parameters of {callable_name(fn)}: {list(self._sig.parameters)}"
+            )
+        self._takes_mask = "attention_mask" in self._sig.parameters
+        backend = functools.partial(neuron_backend, callable_name=self.name)
+        self._compiled = torch.compile(fn, backend=backend, dynamic=False)
+        self.policy = policy  # type: ignore[assignment]
+
+    @property
+    def policy(self) -> BucketPolicy:
+        """The policy in force (settable with a policy or a spec string)."""
+        return self._policy
+
+    @policy.setter
+    def policy(self, value: BucketPolicy | str) -> None:
+        self._policy = BucketPolicy.parse(value) if isinstance(value, str) else value
+        if not isinstance(self._policy, BucketPolicy):
+            raise TypeError(f"policy must be a BucketPolicy or a spec string, got {type(value).__name__}")
+        shape_log.set_policy(self.name, str(self._policy))
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        bound = self._sig.bind(*args, **kwargs)
+        values = bound.arguments
+        named = [(k, v) for k, v in values.items() if isinstance(v, torch.Tensor)]
+        shape_log.observe(self.name, named)
+        cuts: dict[int, tuple[int, int]] = {}  # dim -> (true length, bucket)
+        for arg, dim in self.dims.items():
+            x = values.get(arg)
+            if not isinstance(x, torch.Tensor):
+                continue
+            n = x.shape[dim]
+            b = self._policy.bucket_for(n)
+            shape_log.padded(self.name, b)
+            cuts[dim] = (n, b)
+            values[arg] = _pad(x, dim % x.dim(), b - n, self.pad_value)
+        if self._takes_mask and cuts:
+            first = next(iter(self.dims))
+            x = bound.arguments[first]
+            dim, (n, b) = self.dims[first] % x.dim(), cuts[self.dims[first]]
+            mask = values.get("attention_mask")
+            if mask is None:
+                mask = torch.ones((*x.shape[:dim], n), dtype=torch.int32, device=x.device)
+            if mask.shape[-1] == n:
+                values["attention_mask"] = _pad(mask, mask.dim() - 1, b - n, 0)
+        out = self._compiled(*bound.args, **bound.kwargs)
+        return _slice(out, cuts)
+
+
+def _pad(x: torch.Tensor, dim: int, extra: int, value: float) -> torch.Tensor:
+    if extra <= 0:
+        return x
+    pad = [0, 0] * (x.dim() - dim - 1) + [0, extra]
+    return F.pad(x, pad, value=value)
+
+
+def _slice(out: Any, cuts: dict[int, tuple[int, int]]) -> Any:
+    if isinstance(out, torch.Tensor):
+        for dim, (n, b) in cuts.items():
+            if n != b and out.dim() > dim and out.shape[dim] == b:
+                out = out.narrow(dim, 0, n)
+        return out
+    if isinstance(out, tuple | list):
+        return type(out)(_slice(o, cuts) for o in out)
+    if isinstance(out, dict):
+        return {k: _slice(v, cuts) for k, v in out.items()}
+    return out
+
+
+def bucketed(
+    module_or_fn: Any, dims: dict[str, int] | None = None, policy: BucketPolicy | str = "pow2:128-2048"
+) -> BucketedCallable:
+    """Wrap ``module_or_fn`` so ``dims`` (argument name -> dimension) are padded to ``policy``'s buckets.
+
+    Raises ``ValueError`` for a bad policy spec, unknown argument names, or (at call time) a length
+    above the largest bucket.
+    """
+    return BucketedCallable(module_or_fn, dims or {"input_ids": 1}, policy)

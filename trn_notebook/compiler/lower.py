@@ -1,0 +1,169 @@
+"""Lowering: an ATen-level FX graph (from AOT Autograd, fake tensors) to our typed IR.
+
+Each supported ATen overload maps to one IR op (``ops.LOWERINGS``); ``getitem`` on multi-result
+ops is resolved into the node's result names; device, layout and pin_memory arguments are
+dropped (the executable decides where bytes live); the user's source line is kept per node.
+Anything else raises :class:`LoweringError`, which names the op and says what to do.
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from typing import Any
+
+import torch
+import torch.fx
+
+from ..device.placement import placement_log
+from .ir import DTYPE_NAMES, DType, Graph, IRError, Node, Ref, TensorType
+from .ops import LOWERINGS
+
+_FRAME_RE = re.compile(r'File "([^"]+)", line (\d+)')
+_DROP_KWARGS = frozenset({"device", "layout", "pin_memory"})
+
+
+class LoweringError(NotImplementedError):
+    """An FX node the neuron compiler cannot lower (unsupported op or argument)."""
+
+
+def user_source(node: torch.fx.Node) -> str:
+    """``file:line`` of the user code that produced ``node`` (last frame of its stack trace)."""
+    trace = node.meta.get("stack_trace") or ""
+    frames = _FRAME_RE.findall(trace)
+    if not frames:
+        return ""
+    filename, line = frames[-1]
+    try:
+        text = placement_log.source_formatter(filename, int(line))
+    except Exception:
+        text = f"{filename}:{line}"
+    return text.replace("\n", " ").replace("  # ", " # ")
+
+
+def _type_of(val: Any, what: str) -> TensorType | None:
+    if val is None:
+        return None
+    if isinstance(val, torch.Tensor):
+        if any(not isinstance(s, int) for s in val.shape):
+            raise LoweringError(
+                f"{what} has a symbolic shape {tuple(val.shape)}: the neuron compiler needs static shapes; "
+                "pad inputs to fixed sizes with trn_notebook.bucketed(...) instead of dynamic=True"
+            )
+        if val.layout != torch.strided:
+            raise LoweringError(f"{what} has layout {val.layout}; only strided tensors compile for neuron")
+        if val.dtype not in DTYPE_NAMES:
+            raise LoweringError(f"{what} has dtype {val.dtype}, which the neuron compiler does not support")
+        return TensorType.of(val)
+    raise LoweringError(f"{what} produces a {type(val).__name__} ({val!r}); only tensor results compile for neuron")
+
+
+class _Lowerer:
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.env: dict[torch.fx.Node, Any] = {}
+        self.counter = 0
+
+    def fresh(self) -> str:
+        name = f"v{self.counter}"
+        self.counter += 1
+        return name
+
+    def const(self, v: Any, node: torch.fx.Node) -> Any:
+        if isinstance(v, torch.fx.Node):
+            got = self.env[v]
+            if isinstance(got, list):
+                return [Ref(x) if x else None for x in got]
+            if got is None:
+                return None
+            return Ref(got)
+        if isinstance(v, torch.dtype):
+            if v not in DTYPE_NAMES:
+                raise LoweringError(f"{node.target}: dtype {v} is not supported by the neuron compiler")
+            return DType(DTYPE_NAMES[v])
+        if isinstance(v, list | tuple):
+            return [self.const(x, node) for x in v]
+        if isinstance(v, bool | int | float | str) or v is None:
+            if isinstance(v, float | int) and not isinstance(v, bool) and type(v) not in (int, float):
+                v = float(v) if isinstance(v, float) else int(v)
+            return v
+        if isinstance(v, torch.memory_format):
+            return v
+        raise LoweringError(f"{node.target}: argument {v!r} ({type(v).__name__}) cannot be lowered")
+
+    def call(self, node: torch.fx.Node) -> Node | None:
+        target = node.target
+        if target is operator.getitem:
+            src, idx = node.args
+            self.env[node] = self.env[src][idx]
+            return None
+        op = LOWERINGS.get(target)
+        if op is None:
+            raise LoweringError(
+                f"the neuron compiler has no lowering for {target} (user code: {user_source(node) or 'unknown'}); "
+                "run this part eagerly (torch.compiler.disable) or set options={'fallback_execution': True}"
+            )
+        args = tuple(self.const(a, node) for a in node.args)
+        kwargs = []
+        for k, v in node.kwargs.items():
+            if k in _DROP_KWARGS:
+                continue
+            if k == "memory_format":
+                if v in (torch.contiguous_format, torch.preserve_format, None):
+                    continue
+                raise LoweringError(f"{target}: memory_format={v} is rejected by neuron; use contiguous tensors")
+            kwargs.append((k, self.const(v, node)))
+        val = node.meta.get("val")
+        if isinstance(val, list | tuple):
+            types = tuple(_type_of(v, f"{target}[{i}]") for i, v in enumerate(val))
+            outs = tuple(self.fresh() if t is not None else "" for t in types)
+            self.env[node] = list(outs)
+        else:
+            types = (_type_of(val, str(target)),)
+            outs = (self.fresh(),)
+            self.env[node] = outs[0]
+        return Node(outs, types, op, args, tuple(kwargs), user_source(node))
+
+
+def lower(gm: torch.fx.GraphModule, name: str) -> Graph:
+    """Lower an ATen FX graph with fake-tensor metadata to IR; raises :class:`LoweringError`."""
+    lw = _Lowerer(name)
+    inputs: list[tuple[str, TensorType]] = []
+    nodes: list[Node] = []
+    outputs: tuple[Ref | None, ...] = ()
+    for node in gm.graph.nodes:
+        if node.op == "placeholder":
+            val = node.meta.get("val")
+            t = _type_of(val, f"input {node.name}")
+            if t is None:
+                raise LoweringError(f"input {node.name} is not a tensor")
+            pname = re.sub(r"\W", "_", node.name)
+            inputs.append((pname, t))
+            lw.env[node] = pname
+        elif node.op == "call_function":
+            n = lw.call(node)
+            if n is not None:
+                nodes.append(n)
+        elif node.op == "output":
+            outs = node.args[0]
+            outs = outs if isinstance(outs, list | tuple) else (outs,)
+            refs: list[Ref | None] = []
+            for o in outs:
+                if o is None:
+                    refs.append(None)
+                elif isinstance(o, torch.fx.Node):
+                    got = lw.env[o]
+                    refs.append(Ref(got) if isinstance(got, str) and got else None)
+                else:
+                    raise LoweringError(f"graph output {o!r} is not a tensor; only tensor outputs compile")
+            outputs = tuple(refs)
+        else:
+            raise LoweringError(f"FX node kind {node.op!r} ({node.target}) is not supported by the neuron compiler")
+    g = Graph(name, tuple(inputs), tuple(nodes), outputs)
+    try:
+        from .ir import verify
+
+        verify(g)
+    except IRError as exc:
+        raise LoweringError(str(exc)) from exc
+    return g

@@ -1,0 +1,292 @@
+"""The pass pipeline: pure ``Graph -> Graph`` functions, run in the order of :data:`PASSES`.
+
+Each pass returns a new graph with the same observable results (tests check
+``run(pass(ir)) == run(ir)``). Facts a pass wants reported (dtype downcasts) go into
+``graph.meta``; passes never warn or log themselves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from .fusion import fuse, plan_memory
+from .ir import DType, Graph, Node, Ref, TensorType, map_refs
+from .ops import OPS, RANDOM_OPS
+from .text import format_value
+
+Pass = Callable[[Graph], Graph]
+
+
+class _Names:
+    """Fresh value names that do not clash with the graph's."""
+
+    def __init__(self, g: Graph, prefix: str) -> None:
+        self.taken = set(g.types())
+        self.prefix = prefix
+        self.i = 0
+
+    def __call__(self) -> str:
+        while f"{self.prefix}{self.i}" in self.taken:
+            self.i += 1
+        name = f"{self.prefix}{self.i}"
+        self.taken.add(name)
+        return name
+
+
+def _rename(nodes: list[Node], outputs: tuple[Ref | None, ...], mapping: dict[str, str]) -> tuple[list[Node], Any]:
+    if not mapping:
+        return nodes, outputs
+
+    def fix(r: Ref) -> Ref:
+        seen = r.name
+        while seen in mapping:
+            seen = mapping[seen]
+        return Ref(seen)
+
+    out_nodes = [
+        n.with_(args=map_refs(n.args, fix), kwargs=tuple((k, map_refs(v, fix)) for k, v in n.kwargs)) for n in nodes
+    ]
+    return out_nodes, tuple(None if o is None else fix(o) for o in outputs)
+
+
+# -- decomposition to the core op set ----------------------------------------------------------
+def decompose(g: Graph) -> Graph:
+    """Rewrite non-core ops into core ops (each rule's algebra in its comment)."""
+    fresh = _Names(g, "d")
+    types = g.types()
+    nodes: list[Node] = []
+    alias: dict[str, str] = {}
+    for n in g.nodes:
+        if OPS[n.op].core:
+            nodes.append(n)
+            continue
+        out_t = n.types[0]
+        x = n.args[0] if n.args else None
+        src_t = types.get(x.name) if isinstance(x, Ref) else None
+        kw = dict(n.kwargs)
+        if n.op == "alias":  # alias(x) = x  (functional graph: aliasing is not observable)
+            alias[n.outs[0]] = x.name
+        elif n.op in ("view", "squeeze", "unsqueeze"):  # view/squeeze/unsqueeze(x) = reshape(x, out.shape)
+            nodes.append(n.with_(op="reshape", args=(x, list(out_t.shape)), kwargs=()))
+        elif n.op == "t":  # t(x) = permute(x, [1, 0]); t of a vector is itself
+            if len(out_t.shape) < 2:
+                alias[n.outs[0]] = x.name
+            else:
+                nodes.append(n.with_(op="permute", args=(x, [1, 0])))
+        elif n.op == "transpose":  # transpose(x, a, b) = permute(x, p) with p = identity, a and b swapped
+            rank = len(src_t.shape)
+            a, b = (d % rank if rank else 0 for d in n.args[1:3])
+            perm = list(range(rank))
+            perm[a], perm[b] = perm[b], perm[a]
+            nodes.append(n.with_(op="permute", args=(x, perm), kwargs=()))
+        elif n.op == "rsub":  # rsub(x, y, alpha) = y - alpha * x = (x * -alpha) + y
+            tmp = fresh()
+            alpha = kw.get("alpha", n.args[2] if len(n.args) > 2 else 1)
+            nodes.append(Node((tmp,), (out_t,), "mul", (x, -alpha), (), n.source))
+            nodes.append(n.with_(op="add", args=(Ref(tmp), n.args[1]), kwargs=()))
+        elif n.op == "mean":  # mean(x, dims) = sum(x, dims) / (numel(x) / numel(out))
+            tmp = fresh()
+            count = max(src_t.numel, 1) // max(out_t.numel, 1) if out_t.numel else 1
+            nodes.append(n.with_(op="sum", outs=(tmp,)))
+            nodes.append(Node(n.outs, n.types, "div", (Ref(tmp), float(count)), (), n.source))
+        elif n.op in ("zeros_like", "ones_like"):  # zeros_like(x) = full_like(x, 0); ones_like(x) = full_like(x, 1)
+            fill = 0 if n.op == "zeros_like" else 1
+            nodes.append(n.with_(op="full_like", args=(x, fill, *n.args[1:])))
+        elif n.op in ("zeros", "ones"):  # zeros(size) = full(size, 0); ones(size) = full(size, 1)
+            fill = 0 if n.op == "zeros" else 1
+            kwargs = tuple(kv for kv in n.kwargs if kv[0] == "dtype")
+            dtype = dict(kwargs).get("dtype", DType(out_t.dtype))
+            nodes.append(n.with_(op="full", args=(n.args[0], fill), kwargs=(("dtype", dtype),)))
+        else:  # pragma: no cover - every non-core op has a rule above
+            raise AssertionError(f"no decomposition rule for {n.op}")
+    nodes, outputs = _rename(nodes, g.outputs, alias)
+    return g.with_nodes(nodes, outputs)
+
+
+# -- dead code and common subexpressions -------------------------------------------------------
+def dce(g: Graph) -> Graph:
+    """Drop nodes none of whose results is used (every op here is functional)."""
+    live = {o.name for o in g.outputs if o is not None}
+    kept: list[Node] = []
+    for n in reversed(g.nodes):
+        if any(o in live for o in n.outs if o):
+            kept.append(n)
+            live.update(n.refs())
+    kept.reverse()
+    return g.with_nodes(kept)
+
+
+def cse(g: Graph) -> Graph:
+    """Merge nodes computing the same op on the same arguments (random ops excluded)."""
+    seen: dict[str, Node] = {}
+    mapping: dict[str, str] = {}
+    nodes: list[Node] = []
+
+    def fix(r: Ref) -> Ref:
+        return Ref(mapping.get(r.name, r.name))
+
+    for n in g.nodes:
+        n = n.with_(args=map_refs(n.args, fix), kwargs=tuple((k, map_refs(v, fix)) for k, v in n.kwargs))
+        if n.op in RANDOM_OPS:
+            nodes.append(n)
+            continue
+        key = f"{n.op}({', '.join(format_value(a) for a in n.args)}; {format_value([list(kv) for kv in n.kwargs])})"
+        prev = seen.get(key)
+        if prev is not None and prev.types == n.types:
+            for new, old in zip(n.outs, prev.outs):
+                if new:
+                    mapping[new] = old
+            continue
+        seen[key] = n
+        nodes.append(n)
+    return g.with_nodes(nodes, tuple(None if o is None else fix(o) for o in g.outputs))
+
+
+# -- legalisation --------------------------------------------------------------------------------
+_DOWNCAST = {"f64": "f32", "i64": "i32", "c128": "c64"}
+_NEEDS_I64 = frozenset({"gather", "scatter_add", "nll_loss", "nll_loss_backward", "index", "index_put",
+                        "max_pool2d_backward", "embedding_backward", "index_select"})  # fmt: skip
+
+
+def _narrow(t: TensorType | None) -> TensorType | None:
+    if t is None or t.dtype not in _DOWNCAST:
+        return t
+    return TensorType(_DOWNCAST[t.dtype], t.shape, t.strides)
+
+
+def legalize_dtypes(g: Graph) -> Graph:
+    """Run 64-bit values in 32 bits: cast 64-bit inputs down, outputs back up (as the real backend does).
+
+    Index operands of ops that need int64 are widened right before the op. The downcast inputs are
+    listed in ``meta["downcast"]`` so the backend can warn.
+    """
+    wide = [(name, t) for name, t in g.inputs if t.dtype in _DOWNCAST]
+    internal = any(t is not None and t.dtype in _DOWNCAST for n in g.nodes for t in n.types)
+    if not wide and not internal:
+        return g
+    fresh = _Names(g, "c")
+    types = g.types()
+    rename: dict[str, str] = {}
+    nodes: list[Node] = []
+    for name, t in wide:
+        new = fresh()
+        rename[name] = new
+        nodes.append(Node((new,), (_narrow(t),), "cast", (Ref(name),), (("dtype", DType(_DOWNCAST[t.dtype])),)))
+
+    def narrow_const(v: Any) -> Any:
+        if isinstance(v, DType) and v.name in _DOWNCAST:
+            return DType(_DOWNCAST[v.name])
+        if isinstance(v, list):
+            return [narrow_const(x) for x in v]
+        return v
+
+    def fix(r: Ref) -> Ref:
+        return Ref(rename.get(r.name, r.name))
+
+    for n in g.nodes:
+        args = map_refs(n.args, fix)
+        if n.op in _NEEDS_I64:
+            widened = []
+            for a in args:
+                if isinstance(a, Ref) and types.get(_orig(a.name, rename)) is not None:
+                    t = types[_orig(a.name, rename)]
+                    if t is not None and t.dtype == "i64":
+                        w = fresh()
+                        nodes.append(Node((w,), (t,), "cast", (a,), (("dtype", DType("i64")),), n.source))
+                        a = Ref(w)
+                widened.append(a)
+            args = tuple(widened)
+        nodes.append(
+            n.with_(
+                args=tuple(narrow_const(a) for a in args),
+                kwargs=tuple((k, narrow_const(map_refs(v, fix))) for k, v in n.kwargs),
+                types=tuple(_narrow(t) for t in n.types),
+            )
+        )
+    outputs: list[Ref | None] = []
+    for o in g.outputs:
+        if o is None:
+            outputs.append(None)
+            continue
+        t = types[o.name]
+        src = fix(o)
+        if t is not None and t.dtype in _DOWNCAST:
+            back = fresh()
+            nodes.append(Node((back,), (TensorType(t.dtype, t.shape),), "cast", (src,), (("dtype", DType(t.dtype)),)))
+            src = Ref(back)
+        outputs.append(src)
+    meta = (*g.meta, ("downcast", ",".join(f"{n}:{t.dtype}" for n, t in wide) or "internal"))
+    return Graph(g.name, g.inputs, tuple(nodes), tuple(outputs), meta)
+
+
+def _orig(name: str, rename: dict[str, str]) -> str:
+    for k, v in rename.items():
+        if v == name:
+            return k
+    return name
+
+
+def _dense(t: TensorType) -> bool:
+    """True when the strides are a permutation of contiguous strides (no gaps, no overlap)."""
+    if t.strides is None:
+        return True
+    dims = sorted((st, s) for s, st in zip(t.shape, t.strides) if s != 1)
+    expect = 1
+    for st, s in dims:
+        if st != expect:
+            return False
+        expect *= s
+    return True
+
+
+def legalize_layout(g: Graph) -> Graph:
+    """Make every input with gaps or overlap (sliced, expanded) contiguous explicitly, before its first use.
+
+    Dense inputs in a permuted order (a transposed weight saved for backward) are left as they
+    are: they are a contiguous buffer read in another dimension order, which every engine takes.
+    """
+    strided = [(name, t) for name, t in g.inputs if not _dense(t)]
+    if not strided:
+        return g
+    fresh = _Names(g, "l")
+    rename: dict[str, str] = {}
+    nodes: list[Node] = []
+    for name, t in strided:
+        new = fresh()
+        rename[name] = new
+        nodes.append(Node((new,), (TensorType(t.dtype, t.shape),), "contiguous", (Ref(name),)))
+
+    def fix(r: Ref) -> Ref:
+        return Ref(rename.get(r.name, r.name))
+
+    body = [
+        n.with_(args=map_refs(n.args, fix), kwargs=tuple((k, map_refs(v, fix)) for k, v in n.kwargs)) for n in g.nodes
+    ]
+    outputs = tuple(None if o is None else fix(o) for o in g.outputs)
+    return g.with_nodes(nodes + body, outputs)
+
+
+# The pipeline, in order. Fusion and memory planning live in fusion.py.
+PASSES: tuple[tuple[str, Pass], ...] = (
+    ("decompose", decompose),
+    ("dce", dce),
+    ("cse", cse),
+    ("legalize_dtypes", legalize_dtypes),
+    ("legalize_layout", legalize_layout),
+    ("fuse", fuse),
+    ("plan_memory", plan_memory),
+)
+
+
+def run_passes(g: Graph, keep: bool = False) -> tuple[Graph, list[tuple[str, Graph]]]:
+    """Apply :data:`PASSES` in order; with ``keep`` also return the graph after each pass."""
+    history: list[tuple[str, Graph]] = []
+    for name, p in PASSES:
+        g = p(g)
+        if keep:
+            history.append((name, g))
+    return g, history
+
+
+__all__ = ["PASSES", "cse", "dce", "decompose", "legalize_dtypes", "legalize_layout", "run_passes"]

@@ -1,0 +1,230 @@
+"""IR text: a readable printer and a strict parser (the cache stores and reloads this text).
+
+Format (one node per line; the user's source line, when known, as a trailing comment)::
+
+    graph mlp_forward_0(%a0: f32[8,16], %a1: f32[32,16]) {
+      %v0: f32[16,32] = permute(%a1, [1, 0])
+      %v1: f32[8,32] = mm(%a0, %v0) {k=0, mem=[0]}  # model.py:12
+      return (%v1, None)
+    }
+
+The parser accepts exactly what the printer writes: unknown ops, undefined values, malformed
+types or trailing garbage raise :class:`~trn_notebook.compiler.ir.IRError`. Nothing is evaluated.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+from .ir import DTYPES, DType, Graph, IRError, Node, Ref, TensorType, verify
+
+_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
+_TYPE_RE = re.compile(r"^(" + "|".join(sorted(DTYPES, key=len, reverse=True)) + r")\[([0-9,]*)(?:;([0-9,]*))?\]$")
+_HEADER_RE = re.compile(r"^graph (" + _NAME + r")\((.*)\) \{$")
+_META_RE = re.compile(r"^  ;; (" + _NAME + r") = (.*)$")
+_NODE_RE = re.compile(r"^  (%.+?) = (" + _NAME + r")\((.*)\)( \{k=(-?\d+), mem=\[([-0-9, ]*)\]\})?$")
+_RETURN_RE = re.compile(r"^  return \((.*)\)$")
+
+
+# -- printing ----------------------------------------------------------------------------------
+def format_value(v: Any) -> str:
+    """One argument as IR text."""
+    if isinstance(v, Ref | DType):
+        return str(v)
+    if v is None or isinstance(v, bool):
+        return str(v)
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        if math.isnan(v):
+            return "nan"
+        if math.isinf(v):
+            return "inf" if v > 0 else "-inf"
+        text = repr(v)
+        return text if any(c in text for c in ".en") else text + ".0"
+    if isinstance(v, str):
+        if "'" in v or "\\" in v or "\n" in v or "#" in v:
+            raise IRError(f"string constant {v!r} cannot be printed")
+        return f"'{v}'"
+    if isinstance(v, list | tuple):
+        return "[" + ", ".join(format_value(x) for x in v) + "]"
+    raise IRError(f"constant of type {type(v).__name__} cannot appear in IR: {v!r}")
+
+
+def format_node(n: Node) -> str:
+    """One node as a line of IR text (without the leading indentation)."""
+    lhs = ", ".join(f"%{o or '_'}: {t if t is not None else 'none'}" for o, t in zip(n.outs, n.types))
+    parts = [format_value(a) for a in n.args] + [f"{k}={format_value(v)}" for k, v in n.kwargs]
+    text = f"{lhs} = {n.op}({', '.join(parts)})"
+    if n.kernel is not None:
+        mem = ", ".join(str(m) for m in (n.mem or ()))
+        text += f" {{k={n.kernel}, mem=[{mem}]}}"
+    if n.source:
+        text += f"  # {n.source}"
+    return text
+
+
+def print_graph(g: Graph) -> str:
+    """The whole graph as IR text (deterministic: same graph, same text)."""
+    ins = ", ".join(f"%{name}: {t}" for name, t in g.inputs)
+    lines = [f"graph {g.name}({ins}) {{"]
+    lines += [f"  ;; {k} = {v}" for k, v in g.meta]
+    lines += ["  " + format_node(n) for n in g.nodes]
+    outs = ", ".join("None" if o is None else str(o) for o in g.outputs)
+    lines += [f"  return ({outs})", "}"]
+    return "\n".join(lines) + "\n"
+
+
+# -- parsing -----------------------------------------------------------------------------------
+def parse_type(text: str) -> TensorType:
+    """Parse ``f32[8,16]`` (or ``f32[8,16;1,8]`` with strides); raises ``IRError``."""
+    m = _TYPE_RE.match(text.strip())
+    if not m:
+        raise IRError(f"bad tensor type {text!r}; expected e.g. f32[8,16]")
+    shape = tuple(int(s) for s in m.group(2).split(",")) if m.group(2) else ()
+    strides = None
+    if m.group(3) is not None:
+        strides = tuple(int(s) for s in m.group(3).split(",")) if m.group(3) else ()
+        if len(strides) != len(shape):
+            raise IRError(f"bad tensor type {text!r}: strides and shape differ in rank")
+    return TensorType(m.group(1), shape, strides)
+
+
+class _Values:
+    """Recursive-descent reader of an argument list."""
+
+    _TOKEN = re.compile(
+        r"\s*(?:(?P<ref>%" + _NAME + r")|(?P<num>-?(?:\d+\.\d*(?:e[-+]?\d+)?|\d+e[-+]?\d+|\d+)(?![\w.]))"
+        r"|(?P<str>'[^'\\\n]*')|(?P<kw>" + _NAME + r")=|(?P<word>-?" + _NAME + r")|(?P<punct>[\[\],]))"
+    )
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.pos = 0
+
+    def _next(self) -> tuple[str, str]:
+        m = self._TOKEN.match(self.text, self.pos)
+        if not m:
+            raise IRError(f"cannot parse arguments at {self.text[self.pos : self.pos + 30]!r}")
+        self.pos = m.end()
+        kind = m.lastgroup or ""
+        return kind, m.group(kind)
+
+    def _peek(self) -> tuple[str, str] | None:
+        if self.pos >= len(self.text.rstrip()):
+            return None
+        save = self.pos
+        tok = self._next()
+        self.pos = save
+        return tok
+
+    def value(self, kind: str, tok: str) -> Any:
+        if kind == "ref":
+            return Ref(tok[1:])
+        if kind == "num":
+            return float(tok) if any(c in tok for c in ".e") else int(tok)
+        if kind == "str":
+            return tok[1:-1]
+        if kind == "word":
+            words = {"None": None, "True": True, "False": False, "inf": math.inf, "-inf": -math.inf, "nan": math.nan}
+            if tok in words:
+                return words[tok]
+            if tok in DTYPES:
+                return DType(tok)
+            raise IRError(f"unknown word {tok!r} in arguments")
+        if kind == "punct" and tok == "[":
+            items: list[Any] = []
+            while True:
+                k, t = self._next()
+                if k == "punct" and t == "]":
+                    return items
+                items.append(self.value(k, t))
+                k, t = self._next()
+                if k == "punct" and t == "]":
+                    return items
+                if not (k == "punct" and t == ","):
+                    raise IRError(f"expected ',' or ']' in list, got {t!r}")
+        raise IRError(f"unexpected {tok!r} in arguments")
+
+    def arguments(self) -> tuple[tuple[Any, ...], tuple[tuple[str, Any], ...]]:
+        args: list[Any] = []
+        kwargs: list[tuple[str, Any]] = []
+        while self._peek() is not None:
+            kind, tok = self._next()
+            if kind == "kw":
+                k, t = self._next()
+                kwargs.append((tok, self.value(k, t)))
+            elif kwargs:
+                raise IRError("positional argument after keyword argument")
+            else:
+                args.append(self.value(kind, tok))
+            if self._peek() is None:
+                break
+            k, t = self._next()
+            if not (k == "punct" and t == ","):
+                raise IRError(f"expected ',' between arguments, got {t!r}")
+        return tuple(args), tuple(kwargs)
+
+
+def _parse_lhs(text: str) -> tuple[tuple[str, ...], tuple[TensorType | None, ...]]:
+    outs: list[str] = []
+    types: list[TensorType | None] = []
+    for part in re.split(r", (?=%)", text):
+        m = re.match(r"^%(" + _NAME + r"): (.+)$", part)
+        if not m:
+            raise IRError(f"bad result {part!r}; expected %name: f32[...]")
+        outs.append("" if m.group(1) == "_" else m.group(1))
+        types.append(None if m.group(2) == "none" else parse_type(m.group(2)))
+    return tuple(outs), tuple(types)
+
+
+def parse_graph(text: str) -> Graph:
+    """Parse IR text written by :func:`print_graph`; raises ``IRError`` on anything else (strict)."""
+    from .ops import OPS
+
+    lines = text.rstrip("\n").split("\n")
+    if len(lines) < 3 or lines[-1] != "}":
+        raise IRError("IR text is truncated (no closing '}')")
+    head = _HEADER_RE.match(lines[0])
+    if not head:
+        raise IRError(f"bad graph header {lines[0][:60]!r}")
+    inputs: list[tuple[str, TensorType]] = []
+    if head.group(2):
+        for part in head.group(2).split(", %"):
+            name, _, typ = part.lstrip("%").partition(": ")
+            if not re.fullmatch(_NAME, name):
+                raise IRError(f"bad input name {name!r}")
+            inputs.append((name, parse_type(typ)))
+    nodes: list[Node] = []
+    meta: list[tuple[str, str]] = []
+    m_ret = _RETURN_RE.match(lines[-2])
+    if not m_ret:
+        raise IRError("IR text has no return line")
+    for line in lines[1:-2]:
+        mm = _META_RE.match(line)
+        if mm:
+            meta.append((mm.group(1), mm.group(2)))
+            continue
+        body, _, source = line.partition("  # ")
+        m = _NODE_RE.match(body)
+        if not m:
+            raise IRError(f"cannot parse IR line {line[:80]!r}")
+        outs, types = _parse_lhs(m.group(1))
+        op = m.group(2)
+        if op not in OPS:
+            raise IRError(f"unknown op {op!r} in IR text")
+        args, kwargs = _Values(m.group(3)).arguments()
+        kernel = int(m.group(5)) if m.group(4) else None
+        mem = tuple(int(x) for x in m.group(6).split(",") if x.strip()) if m.group(4) else None
+        nodes.append(Node(outs, types, op, args, kwargs, source, kernel, mem))
+    out_args, _ = _Values(m_ret.group(1)).arguments()
+    outputs = tuple(o if o is None or isinstance(o, Ref) else _bad_output(o) for o in out_args)
+    g = Graph(head.group(1), tuple(inputs), tuple(nodes), outputs, tuple(meta))
+    verify(g)
+    return g
+
+
+def _bad_output(o: Any) -> Ref:
+    raise IRError(f"graph output must be a value or None, got {o!r}")
