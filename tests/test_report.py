@@ -5,8 +5,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from trn_notebook.report import MigrationReport, report
-from trn_notebook.report.evidence import NOT_MEASURED
+from trn_notebook.migration import MigrationReport, report
+from trn_notebook.migration.evidence import NOT_MEASURED
 
 
 def _model() -> nn.Module:

@@ -17,6 +17,7 @@ from .api import (  # noqa: E402
     placement_summary,
 )
 from .device import get_chip, set_chip, set_memory_capacity, set_op_category  # noqa: E402
+from .migration import report  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -50,6 +51,7 @@ __all__ = [
     "op_table",
     "phase",
     "placement_summary",
+    "report",
     "set_chip",
     "set_memory_capacity",
     "set_op_category",

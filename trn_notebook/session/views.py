@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
+import time
+from pathlib import Path
 from typing import Any
 
 from ..api import placement_summary
@@ -117,24 +120,28 @@ def memory(*, reset_peak: bool = False, empty_cache: bool = False) -> Result:
 def cache(*, clear: bool = False, directory: str | None = None) -> Result:
     """The persistent compile cache: directory and entries; ``clear`` deletes them, ``directory`` moves it."""
     from ..compiler import cache as ccache
+    from ..compiler import config as cconfig
 
     notes = []
     if directory is not None:
-        setter = getattr(ccache, "set_cache_dir", None)
-        if setter is None:
-            raise ValueError("this compiler cannot change its cache directory; set TORCH_NEURONX_NEFF_CACHE_DIR")
-        setter(directory)
-        notes.append(f"cache directory set to {directory}")
+        path = Path(directory).expanduser()
+        if path.exists() and not path.is_dir():
+            raise ValueError(f"{directory} exists and is not a directory")
+        os.environ["TORCH_NEURONX_NEFF_CACHE_DIR"] = str(path)  # the documented switch, re-read below
+        cconfig.reload_config()
+        notes.append(f"cache directory set to {path} (TORCH_NEURONX_NEFF_CACHE_DIR)")
     if clear:
         notes.append(f"removed {ccache.clear_cache()} entries")
     entries = ccache.cache_entries()
-    cols = ["graph_id", "graph_name", "bytes", "created"]
+    cols = ["key", "graph", "kind", "inputs", "size", "created"]
     rows = [
         (
-            str(e.get("graph_id", e.get("key", "")))[:16],
+            str(e.get("key", ""))[:16],
             e.get("graph_name", ""),
-            e.get("bytes", ""),
-            e.get("created", ""),
+            e.get("kind", ""),
+            " ".join(e.get("input_signature", [])),
+            fmt_bytes(e.get("bytes", 0)),
+            time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(e.get("created", 0.0)))),
         )
         for e in entries
     ]
@@ -148,12 +155,24 @@ def shape_names() -> list[str]:
     return sorted(shape_log.snapshot())
 
 
+def shape_key(name: str) -> str:
+    """The shape-log key of ``name``: a compiled cell's compiled callable name, else ``name`` itself."""
+    from ..compiler import shape_log
+    from .compiled import compiled_cells
+
+    cell = compiled_cells().get(name)
+    if cell is not None and name not in shape_log.snapshot():
+        return str(getattr(cell.fn, "name", name))
+    return name
+
+
 def shapes(name: str | None = None) -> Result:
     """Observed input signatures per compiled callable (``name`` selects one; ``ValueError`` if unknown)."""
     from ..compiler import shape_log
 
     snap = shape_log.snapshot()
     if name is not None:
+        name = shape_key(name)
         if name not in snap:
             raise ValueError(f"no compiled callable named {name!r}; known: {', '.join(sorted(snap)) or '(none yet)'}")
         snap = {name: snap[name]}
@@ -185,12 +204,10 @@ def explain(target: Any, stage: str | None = None, *, title: str = "") -> Result
 
 
 def report() -> Result:
-    """The migration report from ``trn_notebook.report`` (a message if it is not available yet)."""
-    fn = getattr(_optional("trn_notebook.report"), "report", None)
-    if fn is None:
-        return Message("the migration report (trn_notebook.report) is not available in this version yet", "warning")
-    out = fn()
-    return out if hasattr(out, "_repr_html_") else Preformatted("migration report", str(out))
+    """The migration report of this session's evidence (``trn_notebook.report()``)."""
+    from ..migration import report as build_report
+
+    return build_report()
 
 
 def dashboard() -> Result:
