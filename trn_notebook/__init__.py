@@ -16,6 +16,7 @@ from .api import (  # noqa: E402
     phase,
     placement_summary,
 )
+from .compiler import BucketPolicy, bucketed, compile, explain, suggest_policy, tune  # noqa: E402
 from .device import get_chip, set_chip, set_memory_capacity, set_op_category  # noqa: E402
 from .migration import report  # noqa: E402
 
@@ -42,8 +43,12 @@ def _jupyter_labextension_paths() -> list[dict[str, str]]:
 
 
 __all__ = [
+    "BucketPolicy",
     "__version__",
+    "bucketed",
     "clear_op_tracking",
+    "compile",
+    "explain",
     "get_chip",
     "get_executed_ops",
     "get_fallback_ops",
@@ -55,4 +60,6 @@ __all__ = [
     "set_chip",
     "set_memory_capacity",
     "set_op_category",
+    "suggest_policy",
+    "tune",
 ]
