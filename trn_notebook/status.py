@@ -74,7 +74,10 @@ def status_payload() -> dict[str, Any]:
 def _state_key() -> tuple[Any, ...]:
     c = allocator.counters
     log = _compile_log()
-    n_compiles = -1 if log is None else len(log.snapshot())
+    # The compile log's version counter moves on every new record and every run count update.
+    n_compiles = -1 if log is None else getattr(getattr(log, "compile_log", log), "version", None)
+    if n_compiles is None:
+        n_compiles = len(log.snapshot())  # type: ignore[union-attr]
     return (
         placement_log.version,
         c.num_allocs,

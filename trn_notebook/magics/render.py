@@ -16,26 +16,32 @@ from ..results import Message, Result, fmt_s
 log = logging.getLogger(__name__)
 
 prefer_widgets = True
+WIDGET_MAX_OPS = 2_000  # above this the placement widget takes > 50 ms to build (benchmarks/bench_magics.py)
 
 
-def widget(name: str, fallback: Result, **kwargs: Any) -> Any:
-    """``trn_notebook.widgets.<name>(**kwargs)`` if importable and constructible, else ``fallback``."""
+def widget(widget_name: str, fallback: Result, **kwargs: Any) -> Any:
+    """``trn_notebook.widgets.<widget_name>(**kwargs)`` if importable and constructible, else ``fallback``."""
     if not prefer_widgets:
         return fallback
     try:
-        cls = getattr(importlib.import_module("trn_notebook.widgets"), name)
+        cls = getattr(importlib.import_module("trn_notebook.widgets"), widget_name)
     except (ImportError, AttributeError):
         return fallback
     try:
         return cls(**kwargs)
     except Exception:  # a broken widget must not hide the figures
-        log.warning("trn-notebook widget %s failed; showing the table instead", name, exc_info=True)
+        log.warning("trn-notebook widget %s failed; showing the table instead", widget_name, exc_info=True)
         return fallback
 
 
 def render_ops(result: Result, *, reset: bool) -> Any:
-    """The placement view (the table when the log was just reset, so the cleared rows stay visible)."""
-    return result if reset else widget("PlacementView", result)
+    """The placement view; the table when the log was just reset (the cleared rows stay visible) or is
+    longer than :data:`WIDGET_MAX_OPS` ops (the table shows the top ops and stays within 50 ms)."""
+    from ..device.placement import placement_log
+
+    if reset or len(placement_log.entries) > WIDGET_MAX_OPS:
+        return result
+    return widget("PlacementView", result)
 
 
 def render_memory(result: Result) -> Any:

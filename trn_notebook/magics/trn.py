@@ -152,7 +152,8 @@ class TrnMagics(Magics):
 
     def cmd_shapes(self, args: argparse.Namespace, cell: str | None) -> Any:
         try:
-            return render.render_shapes(session.shapes(args.name), args.name)
+            result = session.shapes(args.name)
+            return render.render_shapes(result, session.views.shape_key(args.name) if args.name else None)
         except ValueError as exc:
             raise UsageError(f"%trn shapes: {exc}\ncorrect form: %trn shapes [NAME]") from None
 

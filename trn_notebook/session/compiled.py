@@ -156,10 +156,26 @@ def default_name(source: str) -> str:
     return "cell_" + hashlib.sha1(source.encode()).hexdigest()[:6]
 
 
-def _compile_log_len() -> int:
+def _record_key(record: dict[str, Any]) -> tuple[Any, ...]:
+    return (record.get("graph_id"), record.get("kind"), record.get("timestamp"))
+
+
+def _compile_records() -> list[dict[str, Any]]:
     from ..compiler import compile_log
 
-    return len(compile_log.snapshot())
+    return compile_log.snapshot()
+
+
+def _cell_lines(exc: BaseException, filename: str, describe_source: SourceFn | None) -> BaseException:
+    """``exc`` with ``filename:line`` in its message replaced by ``cell [N] line L`` (same type)."""
+    text = str(exc)
+    if describe_source is None or filename not in text:
+        return exc
+    text = re.sub(re.escape(filename) + r":(\d+)", lambda m: describe_source(f"{filename}:{m.group(1)}"), text)
+    try:
+        return type(exc)(text)
+    except Exception:
+        return exc
 
 
 def _build(
@@ -170,7 +186,10 @@ def _build(
 
     raw = cell.make(namespace)
     raw.__name__ = raw.__qualname__ = name
-    fn = compiler.compile(raw, fullgraph=fullgraph, mode=mode, options=options or None)
+    try:
+        fn = compiler.compile(raw, fullgraph=fullgraph, mode=mode, options=options or None)
+    except (TypeError, ValueError) as exc:  # options or mode the compiler refuses, before anything ran
+        raise CellInputError(str(exc)) from None
     if buckets is not None:
         fn = compiler.bucketed(fn, dims=bucket_dims or {}, policy=buckets)
         fn.name = name
@@ -220,7 +239,7 @@ def compile_cell(
     entry = _cache.get(key)
     fresh = entry is None
     fn = entry.fn if entry is not None else _build(cell, namespace, name, fullgraph, mode, options, policy, bucket_dims)
-    n_before = _compile_log_len()
+    seen = {_record_key(r) for r in _compile_records()}
     device_before = clocks.snapshot()["sim_device_s"]
     if on_progress is not None:
         compiler.progress.add_listener(on_progress)
@@ -228,6 +247,8 @@ def compile_cell(
         t0 = time.perf_counter()
         out = fn(*args)
         call_s = time.perf_counter() - t0
+    except compiler.GraphBreakError as exc:
+        raise _cell_lines(exc, filename, describe_source) from exc
     finally:
         if on_progress is not None:
             compiler.progress.remove_listener(on_progress)
@@ -242,9 +263,7 @@ def compile_cell(
     values = dict(zip(names, out))
     value = values.pop(VALUE_NAME, None)
     namespace.update(values)
-    from ..compiler import compile_log
-
-    entries = compile_log.snapshot()[n_before:]
+    entries = [r for r in _compile_records() if _record_key(r) not in seen]
     return CompileReport(
         name=name,
         params=cell.params,
