@@ -153,3 +153,15 @@ def test_embedding_cross_entropy_sdpa_conv_match_cpu():
     )
     img, w = torch.randn(2, 3, 8, 8), torch.randn(4, 3, 3, 3)
     torch.testing.assert_close(F.conv2d(img.to(N), w.to(N), padding=1).cpu(), F.conv2d(img, w, padding=1))
+
+
+def test_host_views_stay_on_cpu_under_a_neuron_default_device(fresh_device):
+    from trn_notebook.device.runtime import cached_host_view, host_view
+
+    x = torch.arange(4.0).to(N)
+    torch.set_default_device(N)
+    try:
+        assert host_view(x).device.type == "cpu" and cached_host_view(x).device.type == "cpu"
+        assert torch.equal(host_view(x), torch.arange(4.0, device="cpu"))
+    finally:
+        torch.set_default_device("cpu")

@@ -193,7 +193,7 @@ def run_op(op: torch._ops.OpOverload, *args: Any, **kwargs: Any) -> Any:
         )
     for i in info.number_args:
         if i < len(hargs) and type(hargs[i]) in _NUMBERS:
-            hargs[i] = torch.tensor(hargs[i])  # e.g. remainder(x, 3) inside take_along_dim
+            hargs[i] = torch.tensor(hargs[i], device="cpu")  # e.g. remainder(x, 3) inside take_along_dim
     t1 = _perf()
     out = op(*hargs, **kwargs)
     cpu_s = _perf() - t1

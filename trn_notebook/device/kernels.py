@@ -169,8 +169,8 @@ def resize_(t: torch.Tensor, size: list[int], memory_format: Any = None) -> torc
         old = host_storage(t)
         if old is not None:
             n = min(old.nbytes(), needed)
-            dst = torch.empty(0, dtype=torch.uint8).set_(host_storage(fresh), 0, (n,), (1,))
-            dst.copy_(torch.empty(0, dtype=torch.uint8).set_(old, 0, (n,), (1,)))
+            dst = torch.empty(0, dtype=torch.uint8, device="cpu").set_(host_storage(fresh), 0, (n,), (1,))
+            dst.copy_(torch.empty(0, dtype=torch.uint8, device="cpu").set_(old, 0, (n,), (1,)))
         storage = fresh.untyped_storage()
     else:
         storage = t.untyped_storage()
@@ -285,7 +285,7 @@ _TO_COPY = torch.ops.aten._to_copy.default
 
 def neuron_storage(nbytes: int) -> torch.UntypedStorage:
     """A fresh neuron UntypedStorage of ``nbytes`` (PyTorch's constructor would segfault without a C++ allocator)."""
-    host = torch.UntypedStorage(nbytes)
+    host = torch.UntypedStorage(nbytes, device="cpu")
     return new_storage(host)
 
 

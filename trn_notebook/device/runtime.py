@@ -151,14 +151,14 @@ def host_view(t: torch.Tensor) -> torch.Tensor:
     """
     ptr = t.untyped_storage().data_ptr()
     if ptr == 0:
-        return torch.empty(t.size(), dtype=t.dtype)
+        return torch.empty(t.size(), dtype=t.dtype, device="cpu")
     entry = _owners.get(ptr)
     if entry is None:
         raise RuntimeError(
             "this neuron tensor's storage is not device memory of the trn_notebook simulator "
             "(was it created before the device was reset?)"
         )
-    view = torch.empty(0, dtype=t.dtype).set_(entry[0], t.storage_offset(), t.size(), t.stride())
+    view = torch.empty(0, dtype=t.dtype, device="cpu").set_(entry[0], t.storage_offset(), t.size(), t.stride())
     return _copy_math_bits(t, view) if t.is_conj() or t.is_neg() else view
 
 
@@ -174,7 +174,7 @@ def cached_host_view(t: torch.Tensor) -> torch.Tensor:
     if view is None:
         if len(views) > 64:
             views.clear()
-        view = views[key] = torch.empty(0, dtype=t.dtype).set_(entry[0], key[0], key[1], key[2])
+        view = views[key] = torch.empty(0, dtype=t.dtype, device="cpu").set_(entry[0], key[0], key[1], key[2])
     return view
 
 
@@ -198,7 +198,11 @@ def empty(size: tuple[int, ...] | list[int], dtype: torch.dtype, stride: tuple[i
         cpu_nbytes = extent * dtype.itemsize
     block = allocator.malloc(cpu_nbytes) if cpu_nbytes > 0 else None
     try:
-        cpu = torch.empty(size, dtype=dtype) if stride is None else torch.empty_strided(size, stride, dtype=dtype)
+        cpu = (
+            torch.empty(size, dtype=dtype, device="cpu")
+            if stride is None
+            else torch.empty_strided(size, stride, dtype=dtype, device="cpu")
+        )
     except RuntimeError as exc:  # the host itself ran out of memory
         if block is not None:
             allocator.free(block)
