@@ -348,9 +348,30 @@ def test_tuner_apply_sets_the_policy_on_the_bucketed_callable() -> None:
     front_end_custom(view, {"type": "apply"})
     assert view.error == ""
     assert str(target.policy) == "list:16,128,256" == view.applied
-    by_name = ShapeTuner(name=target.name)  # as `%trn shapes <name>` builds it: reads the shape log only
+    by_name = ShapeTuner(name=target.name)  # as `%trn shapes <name>` builds it: reads the shape log
     assert by_name.source == f"shape log: {target.name}" and by_name.hist["samples"] == 6
-    assert by_name.can_apply is False
+    assert by_name.dim == "input_ids[1]"  # the bucketed dimension, not the batch
+    assert by_name.can_apply is False  # no IPython shell here to find the callable in
+
+
+def test_tuner_by_name_finds_the_callable_in_the_notebook_and_applies() -> None:
+    from IPython.testing import globalipapp
+
+    compiler = compiler_with("bucketed", "BucketPolicy", "tune", "shape_log")
+    shell = globalipapp.get_ipython()
+    target = compiler.bucketed(lambda input_ids: input_ids - 1, dims={"input_ids": 1}, policy="pow2:8-64")
+    shell.user_ns["tuned_fn"] = target
+    try:
+        for n in (3, 20, 40):
+            target(torch.ones(2, n, device="neuron"))
+        view = ShapeTuner(name=target.name)
+        assert view.can_apply and view.applied == "pow2:8-64"
+        front_end_update(view, {"kind": "list", "sizes": "64"})
+        assert view.readouts["compiles"] == 1
+        front_end_custom(view, {"type": "apply"})
+        assert str(target.policy) == "list:64" == view.applied
+    finally:
+        del shell.user_ns["tuned_fn"]
 
 
 def test_tuner_apply_without_a_callable_is_an_error_as_data(given_lengths: Any) -> None:

@@ -30,6 +30,8 @@ from browser_utils import (
 pytest.importorskip("playwright")
 from playwright.sync_api import Page, expect, sync_playwright
 
+from trn_notebook.widgets.tuner import controls_spec
+
 pytestmark = [pytest.mark.browser, pytest.mark.slow, needs_chromium]
 
 SETUP = """
@@ -159,9 +161,9 @@ def test_dashboard_renders_figures_and_tuner_applies_policy(lab: tuple[str, Path
             set_range(page, ".trn-tuner input.trn-min_len", 32)
             set_range(page, ".trn-tuner input.trn-max_len", 512)
             set_range(page, ".trn-tuner input.trn-count", 3)
-            expect(tuner.locator(".trn-policy")).to_have_text(re.compile(r"candidate: step:\d+:32-\d+"))
-            expect(compiles_card).not_to_have_text(str(fig["compiles"]))
-            candidate = tuner.locator(".trn-policy").inner_text().removeprefix("candidate: ")
+            candidate = controls_spec("step", 32, 512, 3, "")  # what Python builds from these controls
+            expect(tuner.locator(".trn-policy")).to_have_text(f"candidate: {candidate}")
+            expect(compiles_card).to_have_text("3")  # 3 buckets, every one observed
             tuner.locator("button.trn-apply").click()
             expect(tuner.locator(".trn-applied")).to_have_text(f"in force: {candidate}")
             page.screenshot(path=str(shots / "dashboard.png"))
@@ -174,3 +176,4 @@ def test_dashboard_renders_figures_and_tuner_applies_policy(lab: tuple[str, Path
         finally:
             browser.close()
     assert (shots / "dashboard.png").stat().st_size > 10_000
+    print(f"screenshots in {shots}")

@@ -97,6 +97,22 @@ def controls_spec(kind: str, min_len: int, max_len: int, count: int, sizes: str)
     raise ValueError(f"unknown policy kind {kind!r}; valid: {', '.join(KINDS)}")
 
 
+def find_bucketed(name: str) -> Any:
+    """The ``BucketedCallable`` named ``name`` among the notebook's variables (None outside IPython)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return None
+    shell = get_ipython()
+    if shell is None:
+        return None
+    cls = _compiler().BucketedCallable
+    for value in list(shell.user_ns.values()):
+        if isinstance(value, cls) and value.name == name:
+            return value
+    return None
+
+
 def _pow2_above(n: int) -> int:
     return 1 << max(int(n) - 1, 0).bit_length()
 
@@ -106,7 +122,8 @@ class ShapeTuner(TrnWidget):
 
     ``target`` is a ``BucketedCallable`` (``trn_notebook.compiler.bucketed``) or a shape-log name;
     ``lengths`` a given distribution (sequence, array, Series or dict length->count), which wins
-    over the shape log. "Apply" needs a ``BucketedCallable``.
+    over the shape log. "Apply" needs a ``BucketedCallable``: the target, or for a name (or no
+    target) the callable of that name among the notebook's variables.
     """
 
     _esm = STATIC / "tuner.js"
@@ -136,8 +153,8 @@ class ShapeTuner(TrnWidget):
         self._counts = np.zeros(0, dtype=np.int64)
         self._tune_input: Any = {}
         self._ready = False
+        self._callable: Any = None if target is None or isinstance(target, str) else target
         super().__init__(**kwargs)
-        self.can_apply = target is not None and not isinstance(target, str)
         self.guarded("reading the shape log", self.refresh)
         self._ready = True
         self.recompute()
@@ -151,6 +168,8 @@ class ShapeTuner(TrnWidget):
         if name is None:
             return None
         self.name = str(name)
+        if self._target is None or isinstance(self._target, str):
+            self._callable = find_bucketed(self.name)
         return snap.get(name, {"observed": {}, "policy": None})
 
     def refresh(self) -> None:
@@ -166,12 +185,23 @@ class ShapeTuner(TrnWidget):
             observed = (entry or {}).get("observed") or {}
             self.dims = sorted(map(str, observed))
             if self.dim not in observed:
-                self.dim = self.dims[0] if self.dims else ""
+                self.dim = self._default_dim(observed)
             self.source = f"shape log: {self.name}" if entry is not None else "shape log: no bucketed callable yet"
             values, counts = as_counts(observed.get(self.dim, {}))
+        self.can_apply = self._callable is not None
         self._set_data(values, counts, entry)
         if self._ready:
             self.recompute()
+
+    def _default_dim(self, observed: dict[str, dict[Any, int]]) -> str:
+        """The bucketed dimension of the target (``input_ids[1]``), else the one with the most distinct lengths."""
+        dims = getattr(self._callable, "dims", None)
+        if isinstance(dims, Mapping):
+            for arg, axis in dims.items():
+                key = f"{arg}[{axis}]"
+                if key in observed:
+                    return key
+        return max(sorted(observed), key=lambda k: len(observed[k]), default="")
 
     def _set_data(self, values: np.ndarray, counts: np.ndarray, entry: dict[str, Any] | None) -> None:
         self._values, self._counts = values, counts
@@ -187,7 +217,7 @@ class ShapeTuner(TrnWidget):
             self._set_controls(spec)
 
     def _policy_in_force(self, entry: dict[str, Any] | None) -> str | None:
-        policy = getattr(self._target, "policy", None) if not isinstance(self._target, str) else None
+        policy = getattr(self._callable, "policy", None)
         if policy is not None:
             return str(policy)
         return (entry or {}).get("policy")
@@ -254,13 +284,13 @@ class ShapeTuner(TrnWidget):
 
         Raises ``TypeError`` if the tuner has no callable to apply to (a name or a given distribution).
         """
-        if not self.can_apply:
+        if self._callable is None:
             raise TypeError(
                 "apply needs a BucketedCallable target (trn_notebook.compiler.bucketed(...)); "
                 f"this tuner shows {self.source or 'nothing'}"
             )
-        self._target.policy = _compiler().BucketPolicy.parse(self.policy)
-        self.applied = str(self._target.policy)
+        self._callable.policy = _compiler().BucketPolicy.parse(self.policy)
+        self.applied = str(self._callable.policy)
         return self.applied
 
     def _on_suggest(self, content: dict[str, Any]) -> None:

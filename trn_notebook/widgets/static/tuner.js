@@ -85,10 +85,11 @@ function render({ model, el: root }) {
   let timer = null;
   function flush() {
     if (queued === null) return;
-    const state = queued;
+    const changed = Object.entries(queued).filter(([k, v]) => model.get(k) !== v);
     queued = null;
+    if (changed.length === 0) return; // nothing for Python to recompute: no reply will come
     inFlight = true;
-    for (const [k, v] of Object.entries(state)) model.set(k, v);
+    for (const [k, v] of changed) model.set(k, v);
     model.save_changes();
     clearTimeout(timer);
     timer = setTimeout(done, 400);
@@ -191,7 +192,8 @@ function render({ model, el: root }) {
       shown += 1;
       chart.append(svg("line", { x1: X(b), x2: X(b), y1: 10, y2: H - B, stroke: "#e65100", "stroke-width": 1.5,
         class: "trn-bucket" }));
-      const label = svg("text", { x: X(b) + 2, y: 10 });
+      const nearEnd = X(b) > W - 40;
+      const label = svg("text", { x: nearEnd ? X(b) - 2 : X(b) + 2, y: 10, "text-anchor": nearEnd ? "end" : "start" });
       label.textContent = String(b);
       chart.append(label);
     }
