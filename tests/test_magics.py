@@ -402,9 +402,10 @@ def test_compile_writes_results_back_and_reuses_the_compiled_function(ip, compil
 def test_compile_recompiles_on_a_new_shape_and_says_why(ip, compiler, capsys):
     from trn_notebook.session import compile_cell as library_compile
 
-    ns = {"torch": torch, "rx": torch.randn(2, 5)}
+    ns = ip.user_ns  # a long-lived namespace, as in a notebook (dynamo keeps entries in a function's globals)
+    ns["rx"] = torch.randn(2, 5, device="neuron")
     library_compile("ry = rx * 2 + 1", ns, name="shapes_cell")
-    ns["rx"] = torch.randn(3, 5)
+    ns["rx"] = torch.randn(3, 5, device="neuron")
     report = library_compile("ry = rx * 2 + 1", ns, name="shapes_cell")
     assert torch.allclose(ns["ry"], ns["rx"] * 2 + 1)
     assert report.entries and not report.reused
@@ -472,9 +473,8 @@ def test_progress_line_names_each_stage(ip, compiler):
     from trn_notebook.session import compile_cell as library_compile
 
     seen = []
-    library_compile(
-        "py = px - 1", {"px": torch.ones(2)}, name="progress_cell", on_progress=lambda s, e, n: seen.append(s)
-    )
+    ip.user_ns["px"] = torch.ones(2, device="neuron")
+    library_compile("py = px - 1", ip.user_ns, name="progress_cell", on_progress=lambda s, e, n: seen.append(s))
     assert seen[0] == "capture" and "codegen" in seen and seen[-1] == "done"
 
 
