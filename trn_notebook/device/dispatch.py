@@ -21,7 +21,7 @@ import torch
 from . import config as _config
 from . import costmodel
 from .clocks import clocks
-from .placement import placement_log
+from .placement import placement_log, user_frame
 from .policy import NATIVE_DTYPES, REJECTED_DTYPES, policy
 from .runtime import cached_host_view, host_view, rebind, state, wrap
 
@@ -275,7 +275,10 @@ def _account(
     if name not in _warned:
         _warned.add(name)
         if not flags.formatting:
-            warnings.warn(f"Operator 'aten::{name}' fell back to CPU", NeuronFallbackWarning, stacklevel=3)
+            where = user_frame() or ("<unknown>", 0)
+            warnings.warn_explicit(
+                f"Operator 'aten::{name}' fell back to CPU", NeuronFallbackWarning, where[0], where[1], "trn_notebook"
+            )
     clocks.sync(f"fallback aten::{name}")
     moved = costmodel.transfer_seconds(in_bytes) + costmodel.transfer_seconds(out_bytes)
     clocks.host_work(name, moved + cpu_s, wall_s)

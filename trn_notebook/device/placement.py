@@ -7,6 +7,7 @@ read :meth:`PlacementLog.snapshot`; nothing else counts ops.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 import threading
@@ -22,10 +23,26 @@ if TYPE_CHECKING:
 CATEGORY, CALLS, HOST_S, DEVICE_S, H2D, D2H, SOURCE = range(7)
 COLUMNS = ("op", "category", "calls", "host_ms", "device_ms", "bytes_h2d", "bytes_d2h", "source")
 
-_SKIP_DIRS = (
-    os.path.dirname(torch.__file__),
-    os.path.dirname(os.path.dirname(os.path.abspath(__file__))),  # the trn_notebook package
-    os.path.dirname(threading.__file__),  # the standard library
+
+def _package_dir(name: str) -> str | None:
+    """Folder of an installed package, found without importing it."""
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return os.path.join(next(iter(spec.submodule_search_locations)), "")
+
+
+# Frames in these folders are never "the user's line": torch, us, the standard library, and the
+# notebook machinery that calls user code (IPython, ipykernel, widgets, traitlets, tornado).
+_SKIP_DIRS = tuple(
+    d
+    for d in (
+        os.path.join(os.path.dirname(torch.__file__), ""),
+        os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ""),  # trn_notebook
+        os.path.join(os.path.dirname(threading.__file__), ""),  # the standard library (its top level)
+        *(_package_dir(n) for n in ("IPython", "ipykernel", "ipywidgets", "anywidget", "traitlets", "tornado", "comm")),
+    )
+    if d
 )
 
 SourceFormatter = Callable[[str, int], str]
@@ -63,17 +80,14 @@ class PlacementLog:
             self.version += 1
 
     def user_source(self) -> str:
-        """The first frame outside torch, trn_notebook and the standard library, formatted."""
-        frame = sys._getframe(2)
-        while frame is not None:
-            filename = frame.f_code.co_filename
-            if not filename.startswith(_SKIP_DIRS) and not filename.startswith("<frozen"):
-                try:
-                    return self.source_formatter(filename, frame.f_lineno)
-                except Exception:
-                    return _default_formatter(filename, frame.f_lineno)
-            frame = frame.f_back
-        return "<autograd engine>"
+        """The first frame outside torch, trn_notebook, the standard library and Jupyter, formatted."""
+        where = user_frame()
+        if where is None:
+            return "<no user frame: autograd engine or notebook machinery>"
+        try:
+            return self.source_formatter(*where)
+        except Exception:
+            return _default_formatter(*where)
 
     def snapshot(self) -> dict[str, tuple[Any, ...]]:
         """A copy of every entry: ``{op: (category, calls, host_s, device_s, h2d, d2h, source)}``."""
@@ -98,6 +112,17 @@ class PlacementLog:
             self.entries = {}
             self.total_calls = 0
             self.version += 1
+
+
+def user_frame() -> tuple[str, int] | None:
+    """``(filename, lineno)`` of the innermost frame that belongs to user code, or ``None``."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not filename.startswith(_SKIP_DIRS) and not filename.startswith("<frozen"):
+            return filename, frame.f_lineno
+        frame = frame.f_back
+    return None
 
 
 def diff_snapshots(before: dict[str, tuple[Any, ...]], after: dict[str, tuple[Any, ...]]) -> dict[str, tuple[Any, ...]]:
