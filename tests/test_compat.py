@@ -86,3 +86,15 @@ def test_lazy_conjugate_results_and_inputs_match_cpu() -> None:
     torch.testing.assert_close(zc.cpu(), z.conj())
     torch.testing.assert_close((zc * 2).cpu(), z.conj() * 2)
     assert "-" in repr(_neuron(torch.tensor([1 + 1j], dtype=torch.complex64)).conj())
+
+
+def test_bfloat16_group_norm_and_addr_match_cpu_kernels() -> None:
+    x = torch.randn(2, 6, 5, dtype=torch.bfloat16) * 4
+    w, b = torch.randn(6, dtype=torch.bfloat16), torch.randn(6, dtype=torch.bfloat16)
+    expected = torch.nn.functional.group_norm(x, 3, w, b)
+    got = torch.nn.functional.group_norm(_neuron(x), 3, _neuron(w), _neuron(b)).cpu()
+    torch.testing.assert_close(got, expected)
+    m, u, v = (torch.randn(*s, dtype=torch.bfloat16) for s in ((4, 5), (4,), (5,)))
+    torch.testing.assert_close(
+        torch.addr(_neuron(m), _neuron(u), _neuron(v), beta=0.3, alpha=2).cpu(), torch.addr(m, u, v, beta=0.3, alpha=2)
+    )

@@ -70,6 +70,14 @@ HOT_OPS = (
     "masked_fill.Scalar",
 )
 
+# Ops whose generic (CompositeExplicitAutograd) kernel on a new backend computes differently from the CPU
+# kernel (bfloat16 rounding at each step): registered directly so the device matches CPU numerics.
+CPU_KERNEL_OPS = (
+    "addr",
+    "native_group_norm",
+    "native_group_norm_backward",
+)
+
 
 def _check_dtype(name: str, dtype: torch.dtype | None) -> torch.dtype:
     dtype = dtype or torch.get_default_dtype()
@@ -310,7 +318,7 @@ def register_kernels(lib: torch.library.Library) -> list[str]:
     for name, fn in direct.items():
         lib.impl(name, fn, "PrivateUse1")
         names.append(name)
-    for name in HOT_OPS:
+    for name in HOT_OPS + CPU_KERNEL_OPS:
         base, _, overload = name.partition(".")
         packet = getattr(torch.ops.aten, base)
         op = getattr(packet, overload or "default")
