@@ -1,0 +1,48 @@
+"""``python -m trn_notebook.compat [--ops PATTERN] [--quick] [--out docs/compatibility.md]``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+import time
+
+from .api import sweep
+from .table import summarize, to_markdown
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the sweep, print the figures, optionally write the markdown table; exit 1 on an interpreter crash."""
+    parser = argparse.ArgumentParser(prog="python -m trn_notebook.compat", description=__doc__)
+    parser.add_argument("--ops", help="comma-separated globs over OpInfo names, e.g. 'add,nn.functional.*'")
+    parser.add_argument("--quick", action="store_true", help="two samples per dtype; a representative op subset")
+    parser.add_argument("--out", help="write the markdown table here (e.g. docs/compatibility.md)")
+    parser.add_argument("--json", help="also write the raw per-op results as JSON here")
+    parser.add_argument("--in-process", action="store_true", help="no worker subprocesses (faster, not crash-safe)")
+    args = parser.parse_args(argv)
+    t0 = time.perf_counter()
+    try:
+        results = sweep(args.ops, args.quick, isolated=not args.in_process)
+    except ValueError as exc:
+        parser.error(str(exc))
+    s = summarize(results)
+    print(f"OpInfo entries: {s.ops}   crashes: {s.crashes}   ({time.perf_counter() - t0:.0f} s)")
+    print(f"forward float32:  {s.forward_passed}/{s.forward_total} samples = {s.forward_rate:.2%}")
+    print(f"backward float32: {s.backward_passed}/{s.backward_total} samples = {s.backward_rate:.2%}")
+    print("failing float32 forward samples by op and reason:")
+    for reason, n in s.reasons[:40]:
+        print(f"  {n:6d}  {reason}")
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as fh:
+            json.dump([r.to_json() for r in results], fh, indent=1)
+    if args.out:
+        command = "python -m trn_notebook.compat " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
+        with open(args.out, "w", encoding="utf-8") as fh:
+            fh.write(to_markdown(results, command.strip()))
+        print(f"wrote {args.out}")
+    return 1 if s.crashes else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

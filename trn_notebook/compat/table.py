@@ -1,0 +1,166 @@
+"""The compatibility table: sweep results as a DataFrame, pass-rate figures and ``docs/compatibility.md``."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import torch
+
+from trn_notebook.device import policy
+
+from .sweep import DTYPE_NAMES, FLOAT64_REASON, OpResult
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+COLUMNS = [
+    "op",
+    "category",
+    "dtypes_passing",
+    "dtypes_failing",
+    "first_error",
+    "forward",
+    "backward",
+    "forward_samples",
+    "backward_samples",
+    "aten_ops",
+]
+_WORST = ("unsupported", "cpu_fallback", "native", "host_only")
+
+
+def category_of(result: OpResult) -> str:
+    """Category from the device policy registry: the op's own aten op if it reached the device, else the
+    worst category among the aten ops it decomposed into, else the registry's rule for its aten name."""
+    name = result.aten_name
+    if name in result.aten_ops:
+        return result.aten_ops[name]
+    reached = set(result.aten_ops.values())
+    for category in _WORST[:-1]:
+        if category in reached:
+            return category
+    if reached:
+        return "host_only"
+    if any("is not supported on the neuron device" in t.first_error for t in result.forward.values()):
+        return "unsupported"
+    packet = getattr(torch.ops.aten, name, None)
+    if isinstance(packet, torch._ops.OpOverloadPacket) and packet.overloads():
+        return policy.rule(name, getattr(packet, packet.overloads()[0])).category
+    return "host_only"  # nothing reached the device's Python layer: a C++ view/metadata op
+
+
+def _status(passed: int, total: int) -> str:
+    if total == 0:
+        return "n/a"
+    return "pass" if passed == total else ("fail" if passed == 0 else "partial")
+
+
+def results_frame(results: list[OpResult]) -> pd.DataFrame:
+    """One row per OpInfo entry with the columns of :data:`COLUMNS` (plus ``crashed``)."""
+    import pandas as pd
+
+    rows = []
+    for r in results:
+        passing = [d for d, t in r.forward.items() if t.total and t.passed == t.total]
+        failing = [d for d, t in r.forward.items() if t.passed < t.total]
+        errors = [r.forward[d].first_error for d in failing]
+        if r.backward and r.backward.first_error:
+            errors.append("backward: " + r.backward.first_error)
+        f32 = r.forward.get("float32")
+        fwd_p = sum(t.passed for t in r.forward.values())
+        fwd_t = sum(t.total for t in r.forward.values())
+        bwd = r.backward
+        rows.append(
+            {
+                "op": r.op,
+                "category": category_of(r),
+                "dtypes_passing": ", ".join(passing),
+                "dtypes_failing": ", ".join(failing),
+                "first_error": r.crashed or (errors[0] if errors else ""),
+                "forward": "crash" if r.crashed else _status(fwd_p, fwd_t),
+                "backward": "crash" if r.crashed else (_status(bwd.passed, bwd.total) if bwd else "n/a"),
+                "forward_samples": f"{f32.passed}/{f32.total}" if f32 else "",
+                "backward_samples": f"{bwd.passed}/{bwd.total}" if bwd else "",
+                "aten_ops": ", ".join(sorted(r.aten_ops)),
+                "crashed": bool(r.crashed),
+            }
+        )
+    return pd.DataFrame(rows, columns=[*COLUMNS, "crashed"])
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Headline figures of a sweep: float32 forward/backward sample pass rates and crashes."""
+
+    ops: int
+    forward_passed: int
+    forward_total: int
+    backward_passed: int
+    backward_total: int
+    crashes: int
+    reasons: tuple[tuple[str, int], ...]  # failing float32 samples by reason, most frequent first
+
+    @property
+    def forward_rate(self) -> float:
+        return self.forward_passed / self.forward_total if self.forward_total else 1.0
+
+    @property
+    def backward_rate(self) -> float:
+        return self.backward_passed / self.backward_total if self.backward_total else 1.0
+
+
+def reason_of(error: str) -> str:
+    """A short failure class for grouping (``float64 by design``, ``mismatch``, the exception type...)."""
+    if FLOAT64_REASON in error:
+        return "float64/complex128 created on the device (rejected by design)"
+    if "Sparse" in error or "sparse" in error:
+        return "sparse layouts (not supported on neuron)"
+    if error.startswith("mismatch"):
+        return "mismatch vs CPU"
+    return re.split(r"[:(]", error, maxsplit=1)[0] or error
+
+
+def summarize(results: list[OpResult]) -> Summary:
+    """Figures over all OpInfo entries whose float32 samples run on CPU (samples that fail on CPU don't count)."""
+    fp = ft = bp = bt = 0
+    reasons: Counter[str] = Counter()
+    for r in results:
+        f32 = r.forward.get("float32")
+        if f32:
+            fp, ft = fp + f32.passed, ft + f32.total
+            if f32.passed < f32.total:
+                reasons[f"{r.op}: {reason_of(f32.first_error)}"] += f32.total - f32.passed
+        if r.backward:
+            bp, bt = bp + r.backward.passed, bt + r.backward.total
+    crashes = sum(1 for r in results if r.crashed)
+    return Summary(len(results), fp, ft, bp, bt, crashes, tuple(reasons.most_common()))
+
+
+def to_markdown(results: list[OpResult], command: str = "python -m trn_notebook.compat") -> str:
+    """The generated ``docs/compatibility.md``: headline figures, then one table row per OpInfo entry."""
+    s = summarize(results)
+    df = results_frame(results)
+    lines = [
+        "# Operator compatibility of the simulated `neuron` device",
+        "",
+        f"Generated by `{command}` with torch {torch.__version__}: PyTorch's OpInfo samples "
+        "(`torch.testing._internal.common_methods_invocations.op_db`) run on `neuron` and compared with CPU "
+        f"for {', '.join(DTYPE_NAMES.values())}; backward in float32. Do not edit by hand.",
+        "",
+        f"- OpInfo entries swept: **{s.ops}**; interpreter crashes: **{s.crashes}**",
+        f"- forward float32 samples passing: **{s.forward_passed}/{s.forward_total} ({s.forward_rate:.2%})**",
+        f"- backward float32 samples passing: **{s.backward_passed}/{s.backward_total} ({s.backward_rate:.2%})**",
+        "- category comes from the device policy registry (`trn_notebook.policy_table()`).",
+        "",
+        "| op | category | dtypes passing | dtypes failing | forward | backward | float32 samples | first error |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for row in df.itertuples():
+        err = row.first_error.replace("|", "\\|").replace("\n", " ")[:160]
+        lines.append(
+            f"| `{row.op}` | {row.category} | {row.dtypes_passing} | {row.dtypes_failing} | {row.forward} "
+            f"| {row.backward} | {row.forward_samples} | {err} |"
+        )
+    return "\n".join(lines) + "\n"
