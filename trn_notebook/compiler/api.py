@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from . import contracts
-from .backend import neuron_backend, register
+from .backend import ensure_capture_callback, neuron_backend, register
 from .shape_log import shape_log
 
 _names: dict[str, int] = {}
@@ -67,6 +67,7 @@ class CompiledCallable:
         ]
         named += [(k, v) for k, v in kwargs.items() if isinstance(v, torch.Tensor)]
         shape_log.observe(self.name, named)
+        ensure_capture_callback()
         try:
             return self._compiled(*args, **kwargs)
         except torch._dynamo.exc.Unsupported as exc:

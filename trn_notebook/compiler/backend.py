@@ -47,6 +47,14 @@ def _on_dynamo_start(_args: Any) -> None:
         progress.emit("capture", 0.0, "")
 
 
+def ensure_capture_callback() -> None:
+    """(Re-)install the dynamo start callback that times capture (``torch._dynamo.reset()`` drops it)."""
+    from torch._dynamo.callback import callback_handler
+
+    if _on_dynamo_start not in callback_handler.start_callbacks:
+        callback_handler.register_start_callback(_on_dynamo_start)
+
+
 def register() -> None:
     """Register backend ``neuron`` with dynamo and attach ``torch.neuron.get_dynamo_metrics`` (idempotent)."""
     global _registered
@@ -54,13 +62,15 @@ def register() -> None:
         if _registered:
             return
         from torch._dynamo.backends import registry
-        from torch._dynamo.callback import callback_handler
 
         if "neuron" not in registry._COMPILER_FNS:
             registry.register_backend(neuron_backend, "neuron")
         # Static shapes only, as on the real backend: a new length recompiles instead of going dynamic.
         torch._dynamo.config.automatic_dynamic_shapes = False
-        callback_handler.register_start_callback(_on_dynamo_start)
+        ensure_capture_callback()
+        from ..device.registration import skip_dynamo_tracing
+
+        skip_dynamo_tracing()  # dynamo is loaded now: keep it out of the device's Python kernels
         neuron_module = getattr(torch, "neuron", None)
         if neuron_module is not None:
             neuron_module.get_dynamo_metrics = get_dynamo_metrics
@@ -129,6 +139,7 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs: list[Any], **kwargs
     """
     register()
     t_entry = _perf()
+    ensure_capture_callback()
     mode = kwargs.pop("mode", None)
     options = kwargs.pop("options", None)
     callable_name = kwargs.pop("callable_name", None)
@@ -280,7 +291,8 @@ class _Capture:
                 graph, bundle.history = run_passes(lowered, keep=True)
                 schedule = build_schedule(graph)
                 st["passes"] = (_perf() - t1) * 1e6
-            self._warn_downcast(graph, name)
+            if kind != "backward":  # backward inputs are saved activations, not the user's
+                self._warn_downcast(graph, name)
         t2 = _perf()
         _emit("codegen", t, name)
         exe = Executable(graph, schedule, record, self.on_device)
@@ -305,7 +317,8 @@ class _Capture:
 
     def _warn_downcast(self, graph: Graph, name: str) -> None:
         what = dict(graph.meta).get("downcast")
-        if what and what != "internal" and name not in _downcast_warned:
+        scalar_counters = all(t.shape == () for n, t in graph.inputs if t.dtype in ("i64", "f64") and n in (what or ""))
+        if what and what != "internal" and not scalar_counters and name not in _downcast_warned:
             _downcast_warned.add(name)
             warnings.warn(
                 f"neuron: graph {name} computes 64-bit inputs ({what}) in 32 bits and casts outputs back; "

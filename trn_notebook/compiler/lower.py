@@ -9,6 +9,7 @@ Anything else raises :class:`LoweringError`, which names the op and says what to
 from __future__ import annotations
 
 import operator
+import os
 import re
 from typing import Any
 
@@ -21,6 +22,7 @@ from .ops import LOWERINGS
 
 _FRAME_RE = re.compile(r'File "([^"]+)", line (\d+)')
 _DROP_KWARGS = frozenset({"device", "layout", "pin_memory"})
+_SKIP_DIRS = (os.path.dirname(torch.__file__), os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 class LoweringError(NotImplementedError):
@@ -30,7 +32,7 @@ class LoweringError(NotImplementedError):
 def user_source(node: torch.fx.Node) -> str:
     """``file:line`` of the user code that produced ``node`` (last frame of its stack trace)."""
     trace = node.meta.get("stack_trace") or ""
-    frames = _FRAME_RE.findall(trace)
+    frames = [f for f in _FRAME_RE.findall(trace) if not f[0].startswith(_SKIP_DIRS)]
     if not frames:
         return ""
     filename, line = frames[-1]

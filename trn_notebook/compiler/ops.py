@@ -162,6 +162,8 @@ _def("addmm", "matmul", aten.addmm.default)
 _def("baddbmm", "matmul", aten.baddbmm.default)
 _def("convolution", "matmul", aten.convolution.default)
 _def("convolution_backward", "matmul", aten.convolution_backward.default)
+_def("sdpa_flash", "matmul", aten._scaled_dot_product_flash_attention_for_cpu.default)
+_def("sdpa_flash_backward", "matmul", aten._scaled_dot_product_flash_attention_for_cpu_backward.default)
 
 # -- library kernels -----------------------------------------------------------------------
 _LIBRARY = {

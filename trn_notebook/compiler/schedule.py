@@ -82,6 +82,9 @@ def node_flops(n: Node, types: dict[str, TensorType | None]) -> float:
         if n.op == "convolution" and len(arg_types) >= 2:
             w = arg_types[1]
             return 2.0 * outs * (w.numel // max(w.shape[0], 1))
+        if n.op.startswith("sdpa_flash") and len(arg_types) >= 3:  # QK^T and PV: 4 * |q| * keys (x2 backward)
+            q = arg_types[1] if n.op.endswith("backward") else arg_types[0]
+            return (8.0 if n.op.endswith("backward") else 4.0) * q.numel * q.shape[-2]
         if n.op == "convolution_backward" and len(arg_types) >= 3:
             w = arg_types[2]
             return 4.0 * arg_types[0].numel * (w.numel // max(w.shape[0], 1))

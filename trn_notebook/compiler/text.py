@@ -24,7 +24,7 @@ _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 _TYPE_RE = re.compile(r"^(" + "|".join(sorted(DTYPES, key=len, reverse=True)) + r")\[([0-9,]*)(?:;([0-9,]*))?\]$")
 _HEADER_RE = re.compile(r"^graph (" + _NAME + r")\((.*)\) \{$")
 _META_RE = re.compile(r"^  ;; (" + _NAME + r") = (.*)$")
-_NODE_RE = re.compile(r"^  (%.+?) = (" + _NAME + r")\((.*)\)( \{k=(-?\d+), mem=\[([-0-9, ]*)\]\})?$")
+_NODE_RE = re.compile(r"^  (%.+?) = (" + _NAME + r")\((.*)\)( \{k=(-?\d+)(?:, mem=\[([-0-9, ]*)\])?\})?$")
 _RETURN_RE = re.compile(r"^  return \((.*)\)$")
 
 
@@ -59,8 +59,8 @@ def format_node(n: Node) -> str:
     parts = [format_value(a) for a in n.args] + [f"{k}={format_value(v)}" for k, v in n.kwargs]
     text = f"{lhs} = {n.op}({', '.join(parts)})"
     if n.kernel is not None:
-        mem = ", ".join(str(m) for m in (n.mem or ()))
-        text += f" {{k={n.kernel}, mem=[{mem}]}}"
+        mem = "" if n.mem is None else ", mem=[" + ", ".join(str(m) for m in n.mem) + "]"
+        text += f" {{k={n.kernel}{mem}}}"
     if n.source:
         text += f"  # {n.source}"
     return text
@@ -217,7 +217,7 @@ def parse_graph(text: str) -> Graph:
             raise IRError(f"unknown op {op!r} in IR text")
         args, kwargs = _Values(m.group(3)).arguments()
         kernel = int(m.group(5)) if m.group(4) else None
-        mem = tuple(int(x) for x in m.group(6).split(",") if x.strip()) if m.group(4) else None
+        mem = tuple(int(x) for x in m.group(6).split(",") if x.strip()) if m.group(6) is not None else None
         nodes.append(Node(outs, types, op, args, kwargs, source, kernel, mem))
     out_args, _ = _Values(m_ret.group(1)).arguments()
     outputs = tuple(o if o is None or isinstance(o, Ref) else _bad_output(o) for o in out_args)
