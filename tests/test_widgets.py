@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -486,3 +487,42 @@ def test_dashboard_holds_the_four_views_and_refreshes_them(ops: dict[str, tuple[
     finally:
         dash.close()
     assert not dash.memory.sampling
+
+
+# -- a saved notebook ---------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_executed_notebook_keeps_static_figures_and_widget_state(tmp_path: Any) -> None:
+    import nbformat
+    from nbclient import NotebookClient
+
+    repo = Path(__file__).resolve().parents[1]
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells = [
+        nbformat.v4.new_code_cell(
+            "import torch, trn_notebook\n"
+            "from trn_notebook.widgets import Dashboard, PlacementView\n"
+            "x = torch.randn(16, 16, device='neuron')\n"
+            "s = torch.sort(x @ x, dim=1)"
+        ),
+        nbformat.v4.new_code_cell("PlacementView()"),
+        nbformat.v4.new_code_cell("dash = Dashboard()\ndash"),
+        nbformat.v4.new_code_cell("dash.close()"),
+    ]
+    NotebookClient(nb, kernel_name="python3", timeout=300, resources={"metadata": {"path": str(repo)}}).execute()
+    nbformat.write(nb, tmp_path / "saved.ipynb")
+    saved = nbformat.read(tmp_path / "saved.ipynb", as_version=4)
+    placement = next(o for o in saved.cells[1].outputs if o.get("output_type") == "execute_result")
+    assert "application/vnd.jupyter.widget-view+json" in placement.data
+    assert "% of modeled device time spent in fallbacks" in placement.data["text/html"]
+    assert "<td>sort</td>" in placement.data["text/html"]
+    assert "sort" in placement.data["text/plain"]
+    dash = next(o for o in saved.cells[2].outputs if o.get("output_type") == "execute_result")
+    for title in ("Op placement", "Compile cache", "Shape buckets", "Device memory"):
+        assert title in dash.data["text/html"]
+    # The widget state is saved with the notebook, so a viewer with the widget manager can redraw it.
+    state = saved.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
+    models = [m["state"] for m in state.values() if m["state"].get("_anywidget_id", "").endswith("PlacementView")]
+    assert models and any(r["op"] == "sort" for r in models[0]["rows"])

@@ -21,6 +21,7 @@ from . import _html
 from ._base import STATIC, TrnWidget
 
 Point = list[Any]  # [t_s, allocated, active, reserved, phase]
+_COUNTER_FIELDS = dataclasses.fields(allocator.counters)
 
 
 class PointsMessage(TypedDict):
@@ -34,7 +35,7 @@ class PointsMessage(TypedDict):
 def read_counters() -> dict[str, int]:
     """The allocator's counters and capacity, copied under its lock."""
     with allocator.lock:
-        counters = dataclasses.asdict(allocator.counters)
+        counters = {f.name: int(getattr(allocator.counters, f.name)) for f in _COUNTER_FIELDS}
         counters["capacity"] = int(allocator.capacity)
     return counters
 
@@ -91,6 +92,9 @@ class MemoryView(TrnWidget):
 
     def poll(self) -> list[Point]:
         """Send the timeline samples newer than the last ones sent (and fresh counters); return them."""
+        timeline, events = allocator.timeline, allocator.oom_events
+        if (not timeline or timeline[-1][0] <= self._last_t) and (not events or events[-1][0] <= self._last_oom_t):
+            return []  # nothing new: the common case between allocations costs no lock and no message
         with allocator.lock:
             points: list[Point] = []
             for p in reversed(allocator.timeline):
