@@ -73,8 +73,8 @@ def run_isolated(
         suspect, rest = missing[0], missing[1:]
         alone, died_alone = _run_chunk([suspect], quick, timeout_s)
         if died_alone:
-            op = _op_db()[suspect]
-            r = OpResult(suspect, op.aten_name or op.name, crashed=died_alone)
+            op = _op_db().get(suspect)
+            r = OpResult(suspect, (op.aten_name or op.name) if op else suspect, crashed=died_alone)
         else:  # it only died in company: the crash is an interaction, report it on the suspect
             r = alone[suspect]
             r.crashed = f"worker died after it in a chunk ({died}); passes alone"

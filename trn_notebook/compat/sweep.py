@@ -139,6 +139,7 @@ class _Mover:
         return moved
 
 
+_TRANSFERS = frozenset({"_copy_from", "_copy_from_and_resize", "_to_copy", "copy", "_local_scalar_dense"})
 _KEEP_INDEX_TENSORS = frozenset({"tensor_split"})
 
 
@@ -341,6 +342,8 @@ def run_op(name: str, quick: bool = False) -> OpResult:
             result.backward = tally
     after = placement_log.snapshot()
     for op, entry in after.items():
+        if op in _TRANSFERS and op != result.aten_name:
+            continue  # moving samples to the device and results back is not the op under test
         if entry[1] > (before[op][1] if op in before else 0):
             result.aten_ops[op] = entry[0]
     return result

@@ -35,6 +35,8 @@ def category_of(result: OpResult) -> str:
     """Category from the device policy registry: the op's own aten op if it reached the device, else the
     worst category among the aten ops it decomposed into, else the registry's rule for its aten name."""
     name = result.aten_name
+    if any("is not supported on the neuron device" in t.first_error for t in result.forward.values()):
+        return "unsupported"
     if name in result.aten_ops:
         return result.aten_ops[name]
     reached = set(result.aten_ops.values())
@@ -43,8 +45,6 @@ def category_of(result: OpResult) -> str:
             return category
     if reached:
         return "host_only"
-    if any("is not supported on the neuron device" in t.first_error for t in result.forward.values()):
-        return "unsupported"
     packet = getattr(torch.ops.aten, name, None)
     if isinstance(packet, torch._ops.OpOverloadPacket) and packet.overloads():
         return policy.rule(name, getattr(packet, packet.overloads()[0])).category
