@@ -13,6 +13,7 @@ import trn_notebook
 from trn_notebook.device.placement import diff_snapshots, placement_log
 from trn_notebook.device.runtime import allocator
 from trn_notebook.widgets import CacheView, Dashboard, MemoryView, PlacementView, ShapeTuner
+from trn_notebook.widgets._base import STATIC
 from trn_notebook.widgets.tuner import as_counts, controls_spec, histogram, spec_controls
 
 HOSTILE = "<script>alert('x')</script>"
@@ -42,6 +43,23 @@ def ops() -> dict[str, tuple[Any, ...]]:
         y = (x @ x).relu()
     torch.sort(y, dim=1)
     return placement_log.snapshot()
+
+
+# -- the shipped front-end files -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("widget", "filename"),
+    [(PlacementView, "placement.js"), (MemoryView, "memory.js"), (CacheView, "cache.js"), (ShapeTuner, "tuner.js")],
+)
+def test_esm_files_ship_beside_the_module_with_no_network_and_no_innerhtml(widget: type, filename: str) -> None:
+    path = STATIC / filename
+    text = path.read_text()
+    assert str(widget._esm) == text  # anywidget loads the file's contents, nothing else
+    assert "export default { render }" in text
+    assert not re.search(r"^\s*import\b", text, re.M)  # no imports at all, so no CDN
+    assert not re.search(r"https?://(?!www\.w3\.org/2000/svg)", text)  # only the SVG namespace
+    assert "innerHTML" not in text and "insertAdjacentHTML" not in text
 
 
 # -- PlacementView -----------------------------------------------------------------------------
