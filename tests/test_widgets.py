@@ -45,6 +45,18 @@ def ops() -> dict[str, tuple[Any, ...]]:
     return placement_log.snapshot()
 
 
+@pytest.fixture(autouse=True)
+def private_compile_cache(tmp_path: Path) -> Any:
+    """Compiles in these tests go to a throwaway cache, never the user's."""
+    try:
+        from trn_notebook.compiler import config
+    except ImportError:
+        yield None
+        return
+    with config.override(cache_dir=str(tmp_path / "neff-cache")) as cfg:
+        yield cfg
+
+
 # -- the shipped front-end files -----------------------------------------------------------------
 
 
@@ -453,14 +465,22 @@ def test_cache_view_rows_follow_the_compile_log(compile_cache: Any) -> None:
     assert view.disk_entries == len(compile_cache.cache.cache_entries()) > 0
 
 
-def test_cache_view_escapes_hostile_model_names(compile_cache: Any) -> None:
+def test_cache_view_escapes_hostile_model_and_function_names(compile_cache: Any) -> None:
     model = compile_cache.compile(_Hostile())
     model(torch.ones(2, 3, device="neuron"))
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return x.sin() * 3
+
+    fn.__name__ = fn.__qualname__ = "<img src=x onerror=alert(1)>"
+    compile_cache.compile(fn)(torch.ones(5, device="neuron"))
     view = CacheView()
     assert any(HOSTILE in g["model_name"] or HOSTILE in g["graph_name"] for g in view.graphs)
+    assert any("<img" in g["graph_name"] or "<img" in g["model_name"] for g in view.graphs)
     data, _ = view._repr_mimebundle_()
     assert_no_raw_markup(data["text/html"])
-    assert "&lt;script&gt;" in data["text/html"]
+    assert "<img" not in data["text/html"]
+    assert "&lt;script&gt;" in data["text/html"] and "&lt;img src=x" in data["text/html"]
 
 
 def test_cache_clear_needs_confirmation_then_clears(compile_cache: Any) -> None:
