@@ -16,11 +16,48 @@ from .api import (  # noqa: E402
     phase,
     placement_summary,
 )
-from .compiler import BucketPolicy, bucketed, compile, explain, suggest_policy, tune  # noqa: E402
 from .device import get_chip, set_chip, set_memory_capacity, set_op_category  # noqa: E402
 from .migration import report  # noqa: E402
 
 __version__ = "0.1.0"
+
+# The compiler (and with it torch._dynamo, ~1 s to import) loads on first use, so that `import torch`
+# (which autoloads the device) stays fast; `backend="neuron"` also resolves through its entry point.
+_COMPILER_NAMES = frozenset({"BucketPolicy", "bucketed", "compile", "explain", "suggest_policy", "tune"})
+
+
+def __getattr__(name: str) -> object:
+    if name in _COMPILER_NAMES:
+        from . import compiler
+
+        return getattr(compiler, name)
+    raise AttributeError(f"module 'trn_notebook' has no attribute {name!r}")
+
+
+def _install_lazy_dynamo_metrics() -> None:
+    import torch
+
+    module = getattr(torch, "neuron", None)
+    if module is None or hasattr(module, "get_dynamo_metrics"):
+        return
+
+    def get_dynamo_metrics() -> list[dict[str, object]]:
+        """Per-graph compile metrics (loads the compiler, which replaces this function)."""
+        from . import compiler  # noqa: F401 - registering attaches the real functions
+
+        return module.get_dynamo_metrics()
+
+    def reset_dynamo_metrics() -> None:
+        """Forget per-graph compile metrics (loads the compiler, which replaces this function)."""
+        from . import compiler  # noqa: F401
+
+        module.reset_dynamo_metrics()
+
+    module.get_dynamo_metrics = get_dynamo_metrics
+    module.reset_dynamo_metrics = reset_dynamo_metrics
+
+
+_install_lazy_dynamo_metrics()
 
 
 def load_ipython_extension(ipython: object) -> None:

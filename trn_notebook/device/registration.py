@@ -26,6 +26,9 @@ PRIVATE_APIS = (
     "torch._C._get_privateuse1_backend_name",
     "torch._tensor_str._str",
     "torch._tensor_str._tensor_str",
+)
+# Checked when dynamo is loaded (by the compiler, or at registration if already imported).
+DYNAMO_APIS = (
     "torch._dynamo.eval_frame.set_code_exec_strategy",
     "torch._dynamo.eval_frame.FrameExecStrategy",
     "torch._dynamo.eval_frame.FrameAction",
@@ -44,14 +47,13 @@ def _resolve(path: str) -> Any:
     return obj
 
 
-def self_test() -> None:
+def self_test(apis: tuple[str, ...] | None = None) -> None:
     """Check every private torch API used; raises :class:`DeviceRegistrationError` naming the torch version."""
-    import torch._dynamo.eval_frame
     import torch._tensor_str
     import torch.utils.backend_registration
 
     missing = []
-    for path in PRIVATE_APIS:
+    for path in PRIVATE_APIS if apis is None else apis:
         try:
             _resolve(path)
         except AttributeError:
@@ -163,8 +165,15 @@ def _register_autocast(lib_fallback: torch.library.Library) -> None:
     register_autocast_kernels(lib)
 
 
-def _skip_dynamo_tracing() -> None:
-    """Dynamo must not trace our kernels while a compiled function runs (bogus graph breaks)."""
+def skip_dynamo_tracing() -> None:
+    """Dynamo must not trace our kernels while a compiled function runs (bogus graph breaks).
+
+    Called at registration when ``torch._dynamo`` is already imported, else by the compiler when it
+    registers (importing dynamo here would make every ``import torch`` ~1 s slower). Idempotent.
+    """
+    import torch._dynamo.eval_frame  # noqa: F401 - makes the API paths resolvable
+
+    self_test(DYNAMO_APIS)
     from torch._dynamo.eval_frame import FrameAction, FrameExecStrategy, set_code_exec_strategy
 
     strategy = FrameExecStrategy(FrameAction.SKIP, FrameAction.SKIP)
@@ -222,7 +231,8 @@ def register() -> None:
         _patch_printing()
         _patch_storage_constructor()
         _patch_pin_memory()
-        _skip_dynamo_tracing()
+        if "torch._dynamo" in sys.modules:
+            skip_dynamo_tracing()
         _registered = True
         _functional_self_test()
         log.debug("registered the simulated neuron device (torch %s)", torch.__version__)
