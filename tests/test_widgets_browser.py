@@ -30,22 +30,28 @@ from browser_utils import (
 pytest.importorskip("playwright")
 from playwright.sync_api import Page, expect, sync_playwright
 
+from trn_notebook.widgets._html import fmt_bytes
 from trn_notebook.widgets.tuner import controls_spec
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, needs_chromium]
 
-SETUP = """
+HOSTILE = '<img src=x onerror="window.__pwned=1">'
+
+SETUP = f"""
+HOSTILE = {HOSTILE!r}
 import json, torch, trn_notebook
 import trn_notebook.compiler as compiler
 from trn_notebook.widgets import Dashboard
 x = torch.randn(64, 64, device="neuron")
 y = (x @ x).relu()
 s = torch.sort(y, dim=1)
+# A hostile op name in the placement log: the view must show it as text, never run it.
+trn_notebook.device.placement.placement_log.record(HOSTILE, "cpu_fallback", 1e-3, 0.0)
 HAVE_TUNER = all(hasattr(compiler, n) for n in ("bucketed", "BucketPolicy", "tune", "shape_log"))
 if HAVE_TUNER:
     import numpy as np
     lengths = np.random.default_rng(0).integers(20, 500, size=60)
-    target = compiler.bucketed(lambda input_ids: input_ids * 2, dims={"input_ids": 1},
+    target = compiler.bucketed(lambda input_ids: input_ids * 2, dims={{"input_ids": 1}},
                                policy=compiler.BucketPolicy.pow2(32, 512))
     for n in lengths:
         target(torch.ones(1, int(n), device="neuron"))
@@ -131,13 +137,18 @@ def test_dashboard_renders_figures_and_tuner_applies_policy(lab: tuple[str, Path
             sort_row = placement.locator('tr[data-op="sort"]')
             expect(sort_row).to_have_class(re.compile("trn-cat-cpu_fallback"))
             assert placement.locator("tbody tr").count() == fig["ops"]
+            hostile = placement.locator("tbody tr td.trn-col-op", has_text=HOSTILE)
+            expect(hostile).to_have_count(1)  # shown as text
+            assert placement.locator("tbody img").count() == 0
+            assert page.evaluate("window.__pwned") is None
+            page.screenshot(path=str(shots / "placement.png"))
             placement.locator("th", has_text="calls").click()  # sort by calls, done in Python
             expect(placement.locator("th", has_text="calls")).to_contain_text("▼")
 
             # Memory tab: the allocated card shows the allocator's figure; the timeline is drawn.
             tab(page, "Memory")
             memory = page.locator(".trn-memory").first
-            expect(memory.locator('.trn-card[data-key="allocated"] .trn-v')).to_be_visible()
+            expect(memory.locator('.trn-card[data-key="allocated"] .trn-v')).to_have_text(fmt_bytes(fig["allocated"]))
             expect(memory.locator("path.trn-series-allocated")).to_have_count(1)
             page.screenshot(path=str(shots / "memory.png"))
 
