@@ -165,3 +165,12 @@ def test_host_views_stay_on_cpu_under_a_neuron_default_device(fresh_device):
         assert torch.equal(host_view(x), torch.arange(4.0, device="cpu"))
     finally:
         torch.set_default_device("cpu")
+
+
+def test_fake_neuron_tensors_print_without_touching_device_memory():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode() as mode:
+        fake = mode.from_tensor(torch.ones(2, device=N))
+        text = repr(fake)
+    assert "FakeTensor" in text and "neuron" in text

@@ -92,7 +92,13 @@ def _patch_printing() -> None:
         return
 
     def _str(self: torch.Tensor, *, tensor_contents: str | None = None) -> str:
-        if tensor_contents is None and self.device.type == "neuron" and self.layout == torch.strided:
+        # Only real device tensors: fake/functional tensors (compile-time tracing) have no bytes to read.
+        if (
+            tensor_contents is None
+            and type(self) in (torch.Tensor, torch.nn.Parameter)
+            and self.device.type == "neuron"
+            and self.layout == torch.strided
+        ):
             record_sync("print / repr")
             flags.formatting += 1
             try:
