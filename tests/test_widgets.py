@@ -181,6 +181,25 @@ def test_placement_escapes_hostile_op_names_and_source_lines() -> None:
     assert "&lt;img src=x onerror=alert(1)&gt;" in html
 
 
+def test_placement_refresh_after_a_cell_only_when_the_log_moved(ops: dict[str, tuple[Any, ...]]) -> None:
+    view = PlacementView()
+    assert view.refresh_if_changed() is True  # first time: nothing seen yet
+    rows = view.rows
+    assert view.refresh_if_changed() is False
+    assert view.rows is rows
+    x = torch.randn(4, 4, device="neuron")
+    x @ x
+    assert view.refresh_if_changed() is True
+    assert next(r["calls"] for r in view.rows if r["op"] == "mm") == ops["mm"][1] + 1
+
+
+def test_front_end_state_of_the_wrong_type_is_reported_as_data(ops: dict[str, tuple[Any, ...]]) -> None:
+    view = PlacementView()
+    front_end_update(view, {"category_filter": 5})
+    assert "TraitError" in view.error and "category_filter" in view.error
+    assert view.category_filter == ""
+
+
 # -- MemoryView --------------------------------------------------------------------------------
 
 
@@ -516,8 +535,9 @@ def test_dashboard_holds_the_four_views_and_refreshes_them(ops: dict[str, tuple[
         x = torch.randn(4, 4, device="neuron")
         torch.sort(x)
         before = next(r["calls"] for r in dash.placement.rows if r["op"] == "sort")
-        dash.refresh()
+        assert "Placement" in dash.refresh_if_changed()
         assert next(r["calls"] for r in dash.placement.rows if r["op"] == "sort") == before + 1
+        assert dash.refresh_if_changed() == []  # nothing moved since
         data, _ = dash._repr_mimebundle_()
         assert "application/vnd.jupyter.widget-view+json" in data
         for title in ("Op placement", "Compile cache", "Shape buckets", "Device memory"):

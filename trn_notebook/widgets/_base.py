@@ -53,7 +53,30 @@ class TrnWidget(anywidget.AnyWidget):
         """Plain-text summary of the current figures."""
         raise NotImplementedError
 
+    def source_version(self) -> Any:
+        """A cheap token that changes when the sources this view reads change (None: unknown)."""
+        return None
+
+    def refresh_if_changed(self) -> bool:
+        """Refresh only if :meth:`source_version` moved since the last time (after each cell); True if refreshed."""
+        try:
+            version = self.source_version()
+        except Exception:
+            version = None
+        if version is not None and version == getattr(self, "_seen_version", None):
+            return False
+        self._seen_version = version
+        return self.guarded("refresh", self.refresh)
+
     # -- messages ------------------------------------------------------------------------------
+    def set_state(self, sync_data: dict[str, Any]) -> None:
+        """Apply a state update from the front end; a bad value is reported as data, not raised."""
+        try:
+            super().set_state(sync_data)
+        except Exception as exc:  # e.g. a value of the wrong type; traitlets rolled the update back
+            log.debug("%s: state update from the front end failed", type(self).__name__, exc_info=True)
+            self.report_error(f"{type(exc).__name__}: {exc}")
+
     def _dispatch(self, _widget: Any, content: Any, _buffers: list[bytes] | None) -> None:
         kind = content.get("type") if isinstance(content, dict) else None
         handler = getattr(self, f"_on_{kind}", None) if isinstance(kind, str) and kind.isidentifier() else None

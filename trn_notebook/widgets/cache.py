@@ -115,6 +115,11 @@ class CacheView(TrnWidget):
             self.disk_entries = len(compiler.cache.cache_entries())
             self.error = ""
 
+    def source_version(self) -> Any:
+        """The compile log's version and the cache directory in force."""
+        compiler = _compiler()
+        return getattr(compiler.compile_log.compile_log, "version", None), str(compiler.cache.cache_dir())
+
     def _on_clear_cache(self, content: dict[str, Any]) -> None:
         if content.get("confirm") is not True:
             raise ValueError("clearing the cache needs confirmation ({'type': 'clear_cache', 'confirm': True})")

@@ -20,7 +20,7 @@ def _after_cell(ref: weakref.ref[Dashboard]) -> Any:
     def hook(*_args: Any) -> None:
         dashboard = ref()
         if dashboard is not None:
-            dashboard.refresh()
+            dashboard.refresh_if_changed()
 
     return hook
 
@@ -51,6 +51,10 @@ class Dashboard(ipywidgets.Tab):
         """Refresh every view; a failing view shows its error and the others still refresh."""
         for view in self.views:
             view.guarded("refresh", view.refresh)
+
+    def refresh_if_changed(self) -> list[str]:
+        """Refresh the views whose sources changed (run after every cell); returns their tab titles."""
+        return [title for title, view in zip(TITLES, self.views) if view.refresh_if_changed()]
 
     def close(self) -> None:
         """Stop the live updates and close the views."""

@@ -44,7 +44,7 @@ def _post_run_cell_refresh(ref: weakref.ref[MemoryView]) -> Any:
     def hook(*_args: Any) -> None:
         view = ref()
         if view is not None:
-            view.guarded("refresh after cell", view.refresh)
+            view.refresh_if_changed()
 
     return hook
 
@@ -89,6 +89,20 @@ class MemoryView(TrnWidget):
         self.phase_peaks = peaks
         self.timeline = timeline
         self.ooms = ooms
+
+    def source_version(self) -> Any:
+        """Allocation and free counts, OOMs, capacity, the newest sample and the phase peaks' phases."""
+        c = allocator.counters
+        last = allocator.timeline[-1][0] if allocator.timeline else None
+        return (
+            c.num_allocs,
+            c.num_frees,
+            c.num_ooms,
+            c.num_segment_frees,
+            allocator.capacity,
+            last,
+            len(allocator.phase_peaks),
+        )
 
     def poll(self) -> list[Point]:
         """Send the timeline samples newer than the last ones sent (and fresh counters); return them."""

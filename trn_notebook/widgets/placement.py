@@ -111,6 +111,10 @@ class PlacementView(TrnWidget):
         self.totals = totals_of(self._all)
         self._update_rows()
 
+    def source_version(self) -> Any:
+        """The placement log's version (a fixed window never changes)."""
+        return "window" if self._window is not None else placement_log.version
+
     @traitlets.observe("sort_by", "sort_desc", "category_filter")
     def _view_changed(self, change: dict[str, Any]) -> None:
         if change["name"] == "sort_by" and change["new"] not in SORT_KEYS:

@@ -203,6 +203,13 @@ class ShapeTuner(TrnWidget):
                     return key
         return max(sorted(observed), key=lambda k: len(observed[k]), default="")
 
+    def source_version(self) -> Any:
+        """The shape log's version (a given distribution never changes, but the policy in force may)."""
+        policy = str(getattr(self._callable, "policy", ""))
+        if self._given is not None:
+            return ("given", policy)
+        return getattr(_compiler().shape_log.shape_log, "version", None), policy
+
     def _set_data(self, values: np.ndarray, counts: np.ndarray, entry: dict[str, Any] | None) -> None:
         self._values, self._counts = values, counts
         # tune() takes a dict length->count: cached once per data change, never rebuilt per control move.
