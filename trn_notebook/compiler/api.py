@@ -34,7 +34,7 @@ def callable_name(obj: Any) -> str:
 def _unique(name: str) -> str:
     n = _names.get(name, 0)
     _names[name] = n + 1
-    return name if n == 0 else f"{name}#{n + 1}"
+    return name if n == 0 else f"{name}_{n + 1}"
 
 
 def _param_names(obj: Any) -> list[str]:

@@ -197,7 +197,7 @@ class _Capture:
         with _lock:
             n = _name_counts.get(f"{self.model}_{kind}", 0)
             _name_counts[f"{self.model}_{kind}"] = n + 1
-        name = f"{self.model}_{kind}_{n}"
+        name = f"{_identifier(self.model)}_{kind}_{n}"
         first = kind != "backward"
         stage_us = dict.fromkeys(("capture", "aot", "lower", "passes", "codegen", "cache_write"), 0.0)
         if first:
@@ -326,6 +326,12 @@ class _Capture:
                 UserWarning,
                 stacklevel=2,
             )
+
+
+def _identifier(text: str) -> str:
+    """``text`` as an IR identifier (graph names appear in IR text)."""
+    ident = re.sub(r"\W+", "_", text).strip("_") or "graph"
+    return ident if not ident[0].isdigit() else f"g_{ident}"
 
 
 def _emit(stage: str, t0: float, name: str) -> None:
