@@ -9,6 +9,9 @@
   are compared, in wall time and in the kernel process's CPU time (robust to other load), and the
   time spent inside the sampler is reported as a share of the cell.
 
+* PlacementView: build time for 100 / 2,000 / 10,000 ops, against the pandas frame of the same
+  snapshot (what the interim tables render).
+
 Run: ``python benchmarks/bench_widgets.py`` (``--quick`` for fewer repeats).
 """
 
@@ -65,6 +68,32 @@ def bench_tuner(repeats: int) -> None:
         f"max {worst:.2f} ms ({med / TUNER_BUDGET_MS:.2f}x of the 50 ms budget); "
         f"tune() alone on the raw array {statistics.median(raw):.2f} ms (widget/raw {med / statistics.median(raw):.2f}x)"
     )
+
+
+def bench_placement(repeats: int) -> None:
+    from trn_notebook.device.placement import placement_log
+    from trn_notebook.widgets import PlacementView
+
+    for n in (100, 2_000, 10_000):
+        categories = ("native", "native", "native", "cpu_fallback", "host_only")
+        snap = {
+            f"op_{i}": (categories[i % 5], 1 + i % 7, 1e-5 * i, 2e-6 * i, 64 * i, 32 * i, f"<cell 3>:{i}")
+            for i in range(n)
+        }
+        build, frame = [], []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            view = PlacementView(window=snap)
+            build.append((time.perf_counter() - start) * 1e3)
+            view.close()
+            start = time.perf_counter()
+            placement_log.frame(snap)
+            frame.append((time.perf_counter() - start) * 1e3)
+        b, f = statistics.median(build), statistics.median(frame)
+        print(
+            f"PlacementView build for {n:>6} ops: {b:.1f} ms (pandas frame of the same snapshot {f:.1f} ms, "
+            f"ratio {b / f:.2f}x)"
+        )
 
 
 MEMORY_NOTEBOOK = [
@@ -152,6 +181,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer repeats")
     args = parser.parse_args()
     bench_tuner(5 if args.quick else 20)
+    bench_placement(3 if args.quick else 7)
     bench_memory(4 if args.quick else 12)
 
 
