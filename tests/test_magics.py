@@ -234,6 +234,9 @@ def test_views_prefer_widgets_when_available(ip):
     assert isinstance(out, widgets.PlacementView)
     assert isinstance(line(ip, "memory"), widgets.MemoryView)
     assert isinstance(line(ip, "ops --reset"), Result)  # the cleared rows stay visible
+    assert isinstance(line(ip, "dashboard"), widgets.Dashboard)
+    assert isinstance(line(ip, "cache"), widgets.CacheView)
+    assert isinstance(line(ip, "shapes"), Result)  # all callables: the tables; one name: the tuner
 
 
 # -- eager cells ------------------------------------------------------------------------------------
@@ -256,7 +259,7 @@ def test_eager_report_object_has_window_figures():
         x = torch.ones(1024) + 1
         x.sum().item()
     r = w.report
-    assert r is not None and r.fusion and not r.failed
+    assert r is not None and r.fusion and not r.failed and r.fused_groups >= 1
     assert r.calls_by_category.get("native", 0) >= 2 and r.sync_points == 1
     assert r.memory_after - r.memory_before == allocator.counters.allocated - r.memory_before
     assert r.peak_allocated >= r.memory_after and r.device_s > 0
@@ -512,3 +515,35 @@ def test_cache_dir_and_clear(ip, compiler, tmp_path):
         compiler.config.reload_config()
     with pytest.raises(UsageError):
         line(ip, f"cache --dir {__file__}")
+
+
+def test_buckets_pad_the_sequence_dim_and_reuse_one_graph_per_bucket(ip, compiler):
+    from trn_notebook.session import compiled_cells
+
+    ip.user_ns["ids"] = torch.ones(2, 100, device="neuron")
+    assert compile_cell(ip, "--name bucketed_cell --buckets pow2:64-256", "emb = ids * 2").success
+    assert tuple(ip.user_ns["emb"].shape) == (2, 100)
+    n_records = len(compiler.compile_log.snapshot())
+    ip.user_ns["ids"] = torch.ones(2, 120, device="neuron")  # same bucket (128): no new graph
+    assert compile_cell(ip, "--name bucketed_cell --buckets pow2:64-256", "emb = ids * 2").success
+    assert tuple(ip.user_ns["emb"].shape) == (2, 120)
+    assert len(compiler.compile_log.snapshot()) == n_records
+    key = compiled_cells()["bucketed_cell"].fn.name
+    snap = compiler.shape_log.snapshot()[key]
+    assert snap["policy"] == "pow2:64-256" and snap["padded"] == {128: 2}
+    assert "pow2:64-256" in line(ip, "shapes bucketed_cell").text()
+    with pytest.raises(UsageError):
+        ip.run_cell_magic("trn", "compile --buckets pow2:64-256 --fullgraph", "emb = ids * 2")
+
+
+def test_explain_accepts_a_compiled_callable_from_the_namespace(ip, compiler):
+    ip.run_cell(
+        "import trn_notebook\ndef square(a):\n    return a * a\n"
+        "csq = trn_notebook.compile(square)\nsq_out = csq(torch.ones(3, device='neuron'))"
+    )
+    out = line(ip, "explain csq --stage aten")
+    assert "aten_forward" in out.text() and "mul" in out.text()
+    ip.run_cell("def never_compiled(a):\n    return a")
+    with pytest.raises(UsageError) as info:
+        line(ip, "explain never_compiled")
+    assert "no neuron compilation recorded" in str(info.value)

@@ -187,13 +187,13 @@ def _build(
     raw = cell.make(namespace)
     raw.__name__ = raw.__qualname__ = name
     try:
-        fn = compiler.compile(raw, fullgraph=fullgraph, mode=mode, options=options or None)
-    except (TypeError, ValueError) as exc:  # options or mode the compiler refuses, before anything ran
+        if buckets is not None:  # the bucketed wrapper compiles the function itself, one graph per bucket
+            if fullgraph or mode or options:
+                raise CellInputError("--buckets cannot be combined with --fullgraph, --mode or --option yet")
+            return compiler.bucketed(raw, dims=bucket_dims or {}, policy=buckets)
+        return compiler.compile(raw, fullgraph=fullgraph, mode=mode, options=options or None)
+    except (TypeError, ValueError) as exc:  # options, mode or dims the compiler refuses, before anything ran
         raise CellInputError(str(exc)) from None
-    if buckets is not None:
-        fn = compiler.bucketed(fn, dims=bucket_dims or {}, policy=buckets)
-        fn.name = name
-    return fn
 
 
 def compile_cell(

@@ -40,6 +40,7 @@ class EagerReport(Result):
     syncs: list[tuple[str, str]]
     sync_points: int
     launches: int
+    fused_groups: int
     memory_before: int
     memory_after: int
     peak_allocated: int
@@ -69,7 +70,7 @@ class EagerReport(Result):
                     f"unsupported {c.get('unsupported', 0)} · host-only {c.get('host_only', 0)}",
                 ),
                 ("sync points", f"{self.sync_points}" + (f" ({_sync_text(self.syncs)})" if self.syncs else "")),
-                ("launches", str(self.launches)),
+                ("launches", f"{self.launches}" + (f" ({self.fused_groups} fused groups)" if self.fusion else "")),
                 (
                     "memory",
                     f"{fmt_bytes(self.memory_before)} → {fmt_bytes(self.memory_after)} "
@@ -164,6 +165,7 @@ class EagerWindow:
             syncs=syncs,
             sync_points=n_sync,
             launches=int(after_clocks["launches"] - self._clocks["launches"]),
+            fused_groups=int(after_clocks["fused_groups"] - self._clocks["fused_groups"]),
             memory_before=self._memory,
             memory_after=allocator.counters.allocated,
             peak_allocated=peak,
