@@ -59,6 +59,16 @@ if HAVE_TUNER:
 
 SHOW = "dash = Dashboard()\ndash"
 
+# Cell 3 (after FIGURES): allocates for ~3 s, so the live memory timeline must move while it runs.
+ALLOCATE = """
+import time
+keep = []
+for i in range(30):
+    keep.append(torch.empty(1 << 16, device="neuron"))
+    time.sleep(0.1)
+del keep
+"""
+
 FIGURES = """
 print("FIGURES " + json.dumps({
     "fallback_pct": round(dash.placement.totals["fallback_pct"], 1),
@@ -119,7 +129,7 @@ def tab(page: Page, title: str) -> None:
 
 def test_dashboard_renders_figures_and_tuner_applies_policy(lab: tuple[str, Path]) -> None:
     url, root = lab
-    write_notebook(root / "dashboard.ipynb", [SETUP, SHOW, FIGURES])
+    write_notebook(root / "dashboard.ipynb", [SETUP, SHOW, FIGURES, ALLOCATE])
     shots = Path(tempfile.mkdtemp(prefix="trn-widgets-shots-"))
     with sync_playwright() as pw:
         browser = launch_chromium(pw)
@@ -150,6 +160,26 @@ def test_dashboard_renders_figures_and_tuner_applies_policy(lab: tuple[str, Path
             memory = page.locator(".trn-memory").first
             expect(memory.locator('.trn-card[data-key="allocated"] .trn-v')).to_have_text(fmt_bytes(fig["allocated"]))
             expect(memory.locator("path.trn-series-allocated")).to_have_count(1)
+            # Live: while a cell allocates, new samples arrive and are drawn before the cell ends.
+            before = int(memory.locator("svg.trn-timeline").get_attribute("data-points"))
+            page.evaluate(
+                """() => {
+                    const panel = window.jupyterapp.shell.currentWidget;
+                    panel.content.activeCellIndex = 3;
+                    window.jupyterapp.commands.execute('notebook:run-cell');
+                }"""
+            )
+            page.wait_for_function(
+                """(before) => {
+                    const chart = document.querySelector('.trn-memory svg.trn-timeline');
+                    const prompts = window.jupyterapp.shell.currentWidget.node.querySelectorAll('.jp-InputArea-prompt');
+                    const busy = [...prompts].some((p) => p.textContent.includes('*'));
+                    return busy && Number(chart.dataset.points) > before + 5;
+                }""",
+                arg=before,
+                timeout=20_000,
+            )
+            wait_cells_done(page)
             page.screenshot(path=str(shots / "memory.png"))
 
             # Compile cache tab: one row per compiled graph.

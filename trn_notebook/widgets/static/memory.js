@@ -110,6 +110,7 @@ function render({ model, el: root }) {
   function drawChart() {
     pending = false;
     chart.replaceChildren();
+    chart.dataset.points = String(points.length);
     const c = model.get("counters") || {};
     if (points.length === 0) {
       const t = svg("text", { x: 10, y: H / 2 });
