@@ -69,6 +69,37 @@ for i in range(30):
 del keep
 """
 
+BIG_TUNER = """
+import numpy as np
+from trn_notebook.widgets import ShapeTuner
+big = ShapeTuner(lengths=np.random.default_rng(1).integers(16, 4097, size=100_000))
+big
+"""
+
+# Moves the `count` slider of the index-th tuner ten times; each move waits for Python's new candidate.
+MOVE_COUNT = """async (index) => {
+    const root = document.querySelectorAll('.trn-tuner')[index];
+    const input = root.querySelector('input.trn-count');
+    const policy = root.querySelector('.trn-policy');
+    const times = [];
+    for (const v of [5, 9, 3, 12, 7, 16, 4, 10, 6, 14]) {
+        const before = policy.textContent;
+        const t0 = performance.now();
+        input.value = String(v);
+        input.dispatchEvent(new Event('input', {bubbles: true}));
+        await new Promise((resolve, reject) => {
+            const give_up = setTimeout(() => reject(new Error('no new candidate for count ' + v)), 10000);
+            const check = () => {
+                if (policy.textContent !== before) { clearTimeout(give_up); resolve(); }
+                else requestAnimationFrame(check);
+            };
+            check();
+        });
+        times.push(performance.now() - t0);
+    }
+    return times;
+}"""
+
 FIGURES = """
 print("FIGURES " + json.dumps({
     "fallback_pct": round(dash.placement.totals["fallback_pct"], 1),
@@ -129,7 +160,7 @@ def tab(page: Page, title: str) -> None:
 
 def test_dashboard_renders_figures_and_tuner_applies_policy(lab: tuple[str, Path]) -> None:
     url, root = lab
-    write_notebook(root / "dashboard.ipynb", [SETUP, SHOW, FIGURES, ALLOCATE])
+    write_notebook(root / "dashboard.ipynb", [SETUP, SHOW, FIGURES, ALLOCATE, BIG_TUNER])
     shots = Path(tempfile.mkdtemp(prefix="trn-widgets-shots-"))
     with sync_playwright() as pw:
         browser = launch_chromium(pw)
@@ -191,6 +222,16 @@ def test_dashboard_renders_figures_and_tuner_applies_policy(lab: tuple[str, Path
                 page.screenshot(path=str(shots / "dashboard.png"))
                 pytest.skip("compiler not landed: bucketed/BucketPolicy/tune/shape_log missing, tuner part skipped")
 
+            # Clearing the cache asks first, in the page; then the entries are gone.
+            entries = re.search(r"(\d+) entries on disk", cache.locator(".trn-summary").inner_text())
+            assert entries and int(entries.group(1)) > 0
+            cache.locator("button.trn-clear").click()
+            expect(cache.locator(".trn-confirm")).to_contain_text(f"Delete {entries.group(1)} entries in")
+            cache.locator("button.trn-yes").click()
+            expect(cache.locator(".trn-status")).to_contain_text(f"removed {entries.group(1)} cache entries")
+            expect(cache.locator(".trn-summary")).to_contain_text("0 entries on disk")
+            assert not any((root / "neff-cache").glob("*/*.json"))
+
             # Shapes tab: histogram and buckets drawn; moving the controls changes the read-outs.
             tab(page, "Shapes")
             tuner = page.locator(".trn-tuner").first
@@ -214,6 +255,16 @@ def test_dashboard_renders_figures_and_tuner_applies_policy(lab: tuple[str, Path
             assert after["policy"] == candidate
             assert after["candidate"] == candidate
             assert str(after["compiles"]) == compiles_card.inner_text()
+
+            # 100,000 given samples: each control move comes back with new read-outs (round trip printed).
+            big = page.locator(".trn-tuner").nth(1)
+            expect(big.locator("rect.trn-bin").first).to_be_visible()
+            big.locator("select.trn-kind").select_option("step")
+            expect(big.locator(".trn-policy")).to_have_text(re.compile("candidate: step:"))
+            round_trips = page.evaluate(MOVE_COUNT, 1)
+            assert len(round_trips) == 10 and all(t >= 0 for t in round_trips)
+            expect(big.locator(".trn-policy")).to_have_text(f"candidate: {controls_spec('step', 16, 4096, 14, '')}")
+            print(f"tuner round trips (100,000 samples, ms): {sorted(round(t, 1) for t in round_trips)}")
         finally:
             browser.close()
     assert (shots / "dashboard.png").stat().st_size > 10_000
