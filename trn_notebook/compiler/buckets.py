@@ -159,7 +159,7 @@ class BucketedCallable:
         shape_log.set_policy(self.name, str(self._policy))
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        bound = self._sig.bind(*args, **kwargs)
+        bound = self._sig.bind_partial(*args, **kwargs)
         values = bound.arguments
         named = [(k, v) for k, v in values.items() if isinstance(v, torch.Tensor)]
         shape_log.observe(self.name, named)
