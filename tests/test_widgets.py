@@ -424,6 +424,27 @@ def test_tuner_by_name_finds_the_callable_in_the_notebook_and_applies() -> None:
         del shell.user_ns["tuned_fn"]
 
 
+def test_tuner_without_target_follows_the_shape_log_and_lets_the_view_choose() -> None:
+    compiler = compiler_with("bucketed", "BucketPolicy", "tune", "shape_log")
+    compiler.shape_log.reset()
+    view = ShapeTuner()  # as the dashboard builds it, before any bucketed callable ran
+    assert view.hist["samples"] == 0 and view.callables == []
+    first = compiler.bucketed(lambda input_ids: input_ids * 3, dims={"input_ids": 1}, policy="pow2:8-128")
+    second = compiler.bucketed(lambda input_ids: input_ids * 4, dims={"input_ids": 1}, policy="list:64,256")
+    for n in (5, 50, 100):
+        first(torch.ones(1, n, device="neuron"))
+    for n in (60, 200):
+        second(torch.ones(1, n, device="neuron"))
+    assert view.refresh_if_changed()
+    assert view.callables == sorted([first.name, second.name])
+    shown = first if view.name == first.name else second
+    assert view.policy == str(shown.policy)  # controls start from the policy in force, not the empty default
+    other = second if shown is first else first
+    front_end_update(view, {"name": other.name})
+    assert view.hist["samples"] == (2 if other is second else 3)
+    assert view.policy == str(other.policy) and view.error == ""
+
+
 def test_tuner_apply_without_a_callable_is_an_error_as_data(given_lengths: Any) -> None:
     compiler_with("tune", "BucketPolicy")
     view = ShapeTuner(lengths=given_lengths)

@@ -230,6 +230,7 @@ def test_dashboard_renders_figures_and_tuner_applies_policy(lab: tuple[str, Path
             cache.locator("button.trn-yes").click()
             expect(cache.locator(".trn-status")).to_contain_text(f"removed {entries.group(1)} cache entries")
             expect(cache.locator(".trn-summary")).to_contain_text("0 entries on disk")
+            page.screenshot(path=str(shots / "cache.png"))
             assert not any((root / "neff-cache").glob("*/*.json"))
 
             # Shapes tab: histogram and buckets drawn; moving the controls changes the read-outs.

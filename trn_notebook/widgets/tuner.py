@@ -144,6 +144,7 @@ class ShapeTuner(TrnWidget):
     readouts = traitlets.Dict().tag(sync=True)
     applied = traitlets.Unicode("").tag(sync=True)
     can_apply = traitlets.Bool(False).tag(sync=True)
+    callables = traitlets.List().tag(sync=True)  # shape-log names to choose from (no target given)
 
     def __init__(self, target: Any = None, lengths: Any = None, **kwargs: Any) -> None:
         name = kwargs.pop("name", None)  # ShapeTuner(name="f") == ShapeTuner("f"): a shape-log name
@@ -153,6 +154,8 @@ class ShapeTuner(TrnWidget):
         self._counts = np.zeros(0, dtype=np.int64)
         self._tune_input: Any = {}
         self._ready = False
+        self._controls_for: tuple[str, str] | None = None
+        self._refreshing = False
         self._callable: Any = None if target is None or isinstance(target, str) else target
         super().__init__(**kwargs)
         self.guarded("reading the shape log", self.refresh)
@@ -163,8 +166,9 @@ class ShapeTuner(TrnWidget):
     def _shape_entry(self) -> dict[str, Any] | None:
         name = self._target if isinstance(self._target, str) else getattr(self._target, "name", None)
         snap = _compiler().shape_log.snapshot()
-        if name is None:  # no target: the first callable with observations
-            name = next((n for n, e in snap.items() if e.get("observed")), None)
+        if self._target is None:  # no target: the one chosen in the view, else the first with observations
+            self.callables = sorted(n for n, e in snap.items() if e.get("observed"))
+            name = self.name if self.name in snap else next(iter(self.callables), None)
         if name is None:
             return None
         self.name = str(name)
@@ -174,6 +178,15 @@ class ShapeTuner(TrnWidget):
 
     def refresh(self) -> None:
         """Re-read the shape log (unless a distribution was given), re-bin, and recompute the read-outs."""
+        self._refreshing = True
+        try:
+            self._refresh()
+        finally:
+            self._refreshing = False
+        if self._ready:
+            self.recompute()
+
+    def _refresh(self) -> None:
         entry = None
         if self._given is not None:
             self.source = "given distribution"
@@ -190,8 +203,6 @@ class ShapeTuner(TrnWidget):
             values, counts = as_counts(observed.get(self.dim, {}))
         self.can_apply = self._callable is not None
         self._set_data(values, counts, entry)
-        if self._ready:
-            self.recompute()
 
     def _default_dim(self, observed: dict[str, dict[Any, int]]) -> str:
         """The bucketed dimension of the target (``input_ids[1]``), else the one with the most distinct lengths."""
@@ -219,7 +230,8 @@ class ShapeTuner(TrnWidget):
         self.range_max = max(2 * _pow2_above(hi), 2)
         in_force = self._policy_in_force(entry)
         self.applied = in_force or ""
-        if not self._ready:
+        if not self._ready or self._controls_for != (self.name, self.dim):
+            self._controls_for = (self.name, self.dim)  # new data: start from the policy in force
             spec = in_force or f"pow2:{max(_pow2_above(int(values[0])), 1) if values.size else 1}-{_pow2_above(hi)}"
             self._set_controls(spec)
 
@@ -237,7 +249,7 @@ class ShapeTuner(TrnWidget):
                 setattr(self, key, value)
         finally:
             self._ready = ready
-        if ready:
+        if ready and not self._refreshing:  # refresh() recomputes once at its end
             self.recompute()
 
     # -- the tuner ------------------------------------------------------------------------------
@@ -246,9 +258,9 @@ class ShapeTuner(TrnWidget):
         if self._ready:
             self.recompute()
 
-    @traitlets.observe("dim")
-    def _dim_changed(self, _change: dict[str, Any]) -> None:
-        if self._ready and self._given is None:
+    @traitlets.observe("dim", "name")
+    def _source_changed(self, _change: dict[str, Any]) -> None:
+        if self._ready and self._given is None and not self._refreshing:
             self.guarded("refresh", self.refresh)
 
     def recompute(self) -> bool:

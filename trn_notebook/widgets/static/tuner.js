@@ -28,9 +28,12 @@ function render({ model, el: root }) {
   root.classList.add("trn-widget", "trn-tuner");
   const bar = el("div", "trn-bar");
   const title = el("b", "trn-title");
+  const nameSelect = el("select", "trn-callable");
+  nameSelect.title = "Bucketed callable";
   const dimSelect = el("select", "trn-dim");
+  dimSelect.title = "Dimension";
   const refresh = el("button", "trn-button", "Refresh");
-  bar.append(title, dimSelect, refresh);
+  bar.append(title, nameSelect, dimSelect, refresh);
   const error = el("div", "trn-error");
   const W = 640;
   const H = 190;
@@ -113,6 +116,7 @@ function render({ model, el: root }) {
   kind.addEventListener("change", () => push("kind", kind.value));
   sizes.addEventListener("change", () => push("sizes", sizes.value));
   dimSelect.addEventListener("change", () => push("dim", dimSelect.value));
+  nameSelect.addEventListener("change", () => push("name", nameSelect.value));
   refresh.addEventListener("click", () => model.send({ type: "refresh" }));
   apply.addEventListener("click", () => model.send({ type: "apply" }));
   suggest.addEventListener("click", () => model.send({ type: "suggest", max_compiles: model.get("count") }));
@@ -141,15 +145,18 @@ function render({ model, el: root }) {
     const name = model.get("name");
     title.textContent = "Shape buckets" + (name ? ": " + name : "");
     source.textContent = model.get("source");
-    const dims = model.get("dims") || [];
-    dimSelect.replaceChildren();
-    for (const d of dims) {
-      const opt = el("option", null, d);
-      opt.value = d;
-      dimSelect.append(opt);
-    }
-    dimSelect.value = model.get("dim");
-    dimSelect.style.display = dims.length > 1 ? "" : "none";
+    const fill = (select, values, current) => {
+      select.replaceChildren();
+      for (const v of values) {
+        const opt = el("option", null, v);
+        opt.value = v;
+        select.append(opt);
+      }
+      select.value = current;
+      select.style.display = values.length > 1 ? "" : "none";
+    };
+    fill(dimSelect, model.get("dims") || [], model.get("dim"));
+    fill(nameSelect, model.get("callables") || [], name);
     policyText.textContent = "candidate: " + model.get("policy");
     applied.textContent = "in force: " + (model.get("applied") || "none");
   }
@@ -243,6 +250,7 @@ function render({ model, el: root }) {
     ["change:source", drawTitle],
     ["change:dims", drawTitle],
     ["change:dim", drawTitle],
+    ["change:callables", drawTitle],
     ["change:kind", drawControls],
     ["change:min_len", drawControls],
     ["change:max_len", drawControls],
