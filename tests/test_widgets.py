@@ -210,9 +210,22 @@ def test_memory_counters_match_the_allocator() -> None:
     assert view.counters["allocated"] == c.allocated >= keep.nbytes
     assert view.counters["peak_reserved"] == c.peak_reserved
     assert view.counters["capacity"] == allocator.capacity
-    assert len(view.timeline) == len(allocator.timeline)
+    assert len(view.timeline) == min(len(allocator.timeline), 1_200)
     assert view.timeline[-1] == list(allocator.timeline[-1])
     assert view.live is False and not view.sampling
+
+
+def test_memory_timeline_downsampling_keeps_peaks_and_the_newest_sample() -> None:
+    from trn_notebook.widgets.memory import downsample
+
+    points = [[i * 0.01, 100 + (i % 50), 0, 200, "p"] for i in range(4_000)]
+    points[1234][1] = 10_000  # a spike
+    out = downsample(points, 1_200)
+    assert len(out) <= 1_200
+    assert out[-1] == points[-1]
+    assert points[1234] in out
+    assert [p[0] for p in out] == sorted(p[0] for p in out)
+    assert downsample(points[:10], 1_200) == points[:10]
 
 
 def test_memory_phase_peaks_and_hostile_phase_names_are_escaped() -> None:

@@ -22,6 +22,7 @@ from ._base import STATIC, TrnWidget
 
 Point = list[Any]  # [t_s, allocated, active, reserved, phase]
 _COUNTER_FIELDS = dataclasses.fields(allocator.counters)
+MAX_STATE_POINTS = 1_200  # timeline points kept in the synced state (and saved notebooks); live points append
 
 
 class PointsMessage(TypedDict):
@@ -30,6 +31,17 @@ class PointsMessage(TypedDict):
     type: Literal["points"]
     points: list[Point]
     ooms: list[list[Any]]
+
+
+def downsample(points: list[Point], limit: int) -> list[Point]:
+    """At most ``limit`` points: from each run of consecutive samples, the one with the most allocated
+    bytes (peaks survive), plus the newest sample."""
+    if len(points) <= limit:
+        return points
+    k = -(-len(points) // (limit - 1))
+    out = [max(points[i : i + k], key=lambda p: p[1]) for i in range(0, len(points) - 1, k)]
+    out.append(points[-1])
+    return out
 
 
 def read_counters() -> dict[str, int]:
@@ -81,7 +93,7 @@ class MemoryView(TrnWidget):
         with allocator.lock:
             counters = read_counters()
             peaks = {name: dict(p) for name, p in allocator.phase_peaks.items()}
-            timeline = [list(p) for p in allocator.timeline]
+            timeline = downsample([list(p) for p in allocator.timeline], MAX_STATE_POINTS)
             ooms = [list(o) for o in allocator.oom_events]
         self._last_t = timeline[-1][0] if timeline else float("-inf")
         self._last_oom_t = ooms[-1][0] if ooms else float("-inf")
@@ -216,7 +228,7 @@ class MemoryView(TrnWidget):
                 for name, p in self.phase_peaks.items()
             ],
         )
-        tl = self.timeline
+        tl = downsample(self.timeline, 400)  # a static picture: 400 points are plenty
         top = max([p[3] for p in tl] + [1])
         hlines = [("#c62828", c["capacity"])] if c.get("capacity", 0) <= 4 * top else []
         chart = _html.polyline_svg(
