@@ -183,3 +183,10 @@ def test_quick_sweep_has_no_failures_and_no_crashes() -> None:
     assert s.crashes == 0
     assert s.forward_rate == 1.0, s.reasons
     assert s.backward_rate >= 0.95
+
+
+def test_python_scalar_keeps_the_dtype_of_a_zero_dim_operand() -> None:
+    y, x = torch.randn(6, dtype=torch.bfloat16), torch.randn(6, dtype=torch.bfloat16)
+    assert torch.trapz(_neuron(y), _neuron(x)).dtype == torch.bfloat16  # sum(...) / 2.0 on a 0-dim tensor
+    a = torch.tensor(1.5, dtype=torch.bfloat16)
+    assert torch.equal(torch.remainder(_neuron(a), 0.7).cpu(), torch.remainder(a, 0.7))

@@ -191,11 +191,13 @@ def run_op(op: torch._ops.OpOverload, *args: Any, **kwargs: Any) -> Any:
             f"aten::{info.name} would fall back to CPU ({info.reason or 'no native kernel'}) and strict "
             "mode is on; run it on the CPU explicitly or turn strict mode off (%%trn eager without --strict)"
         )
-    for i in info.number_args:
-        if i < len(hargs) and type(hargs[i]) in _NUMBERS:
-            hargs[i] = torch.tensor(hargs[i], device="cpu")  # e.g. remainder(x, 3) inside take_along_dim
     t1 = _perf()
-    out = op(*hargs, **kwargs)
+    try:
+        out = op(*hargs, **kwargs)
+    except RuntimeError as exc:  # a wrapped Python scalar arrives unwrapped, and this op takes no numbers
+        if "Expected a value of type 'Tensor'" not in str(exc):
+            raise
+        out = op(*_numbers_as_tensors(info, hargs), **kwargs)  # e.g. remainder(x, 3) inside take_along_dim
     cpu_s = _perf() - t1
     if info.mutable:
         for h, n in pairs:
@@ -206,6 +208,17 @@ def run_op(op: torch._ops.OpOverload, *args: Any, **kwargs: Any) -> Any:
     if state.accounting:
         _account(info, category, result, pairs, in_bytes, dtype, cpu_s, _perf() - t0)
     return result
+
+
+def _numbers_as_tensors(info: _OpInfo, hargs: list[Any]) -> list[Any]:
+    """0-dim CPU tensors for numbers in Tensor parameters, typed as PyTorch types a wrapped scalar."""
+    first = next((a for a in hargs if isinstance(a, _Tensor)), None)
+    fixed = list(hargs)
+    for i in info.number_args:
+        if i < len(fixed) and type(fixed[i]) in _NUMBERS:
+            dtype = torch.result_type(first, fixed[i]) if first is not None else None
+            fixed[i] = torch.tensor(fixed[i], dtype=dtype, device="cpu")
+    return fixed
 
 
 def _to_device(out: Any, pairs: list[tuple[_Tensor, _Tensor]]) -> Any:
