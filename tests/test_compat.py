@@ -190,3 +190,8 @@ def test_python_scalar_keeps_the_dtype_of_a_zero_dim_operand() -> None:
     assert torch.trapz(_neuron(y), _neuron(x)).dtype == torch.bfloat16  # sum(...) / 2.0 on a 0-dim tensor
     a = torch.tensor(1.5, dtype=torch.bfloat16)
     assert torch.equal(torch.remainder(_neuron(a), 0.7).cpu(), torch.remainder(a, 0.7))
+
+
+def test_sparse_result_on_the_device_is_a_clear_error() -> None:
+    with pytest.raises(NotImplementedError, match="neuron holds only strided"):
+        _neuron(torch.eye(3)).to_sparse()

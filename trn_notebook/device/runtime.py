@@ -114,9 +114,16 @@ def wrap(cpu: torch.Tensor) -> torch.Tensor:
     """A neuron tensor aliasing the bytes of CPU tensor ``cpu`` (same sizes, strides and offset).
 
     If ``cpu`` already views device memory, the result shares that neuron storage (a view);
-    otherwise its bytes become new device memory. Raises ``torch.OutOfMemoryError`` when full.
+    otherwise its bytes become new device memory. Raises ``torch.OutOfMemoryError`` when full, and
+    ``NotImplementedError`` for a sparse result (the device holds only strided tensors).
     """
-    host = cpu.untyped_storage()
+    try:
+        host = cpu.untyped_storage()
+    except NotImplementedError as exc:
+        raise NotImplementedError(
+            f"neuron holds only strided (dense) tensors, this result is {cpu.layout}: keep sparse tensors on "
+            "the CPU (x.cpu().to_sparse()) or use dense ones (.to_dense())"
+        ) from exc
     entry = _owners.get(host.data_ptr())
     st = entry[1]() if entry is not None else None
     if st is None:
