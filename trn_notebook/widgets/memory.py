@@ -83,6 +83,7 @@ class MemoryView(TrnWidget):
         self._stop: threading.Event | None = None
         self._thread: threading.Thread | None = None
         self._hook: Any = None
+        self._sync = threading.Lock()
         super().__init__(**kwargs)
         self.refresh()
         self.live = live
@@ -90,17 +91,18 @@ class MemoryView(TrnWidget):
     # -- reading the allocator -----------------------------------------------------------------
     def refresh(self) -> None:
         """Re-read every counter, the phase peaks, the whole timeline and the OOM events."""
-        with allocator.lock:
-            counters = read_counters()
-            peaks = {name: dict(p) for name, p in allocator.phase_peaks.items()}
-            timeline = downsample([list(p) for p in allocator.timeline], MAX_STATE_POINTS)
-            ooms = [list(o) for o in allocator.oom_events]
-        self._last_t = timeline[-1][0] if timeline else float("-inf")
-        self._last_oom_t = ooms[-1][0] if ooms else float("-inf")
-        self.counters = counters
-        self.phase_peaks = peaks
-        self.timeline = timeline
-        self.ooms = ooms
+        with self._sync:  # the live thread and a refresh never interleave
+            with allocator.lock:
+                counters = read_counters()
+                peaks = {name: dict(p) for name, p in allocator.phase_peaks.items()}
+                timeline = downsample([list(p) for p in allocator.timeline], MAX_STATE_POINTS)
+                ooms = [list(o) for o in allocator.oom_events]
+            self._last_t = timeline[-1][0] if timeline else float("-inf")
+            self._last_oom_t = ooms[-1][0] if ooms else float("-inf")
+            self.counters = counters
+            self.phase_peaks = peaks
+            self.timeline = timeline
+            self.ooms = ooms
 
     def source_version(self) -> Any:
         """Allocation and free counts, OOMs, capacity, the newest sample and the phase peaks' phases."""
@@ -121,32 +123,33 @@ class MemoryView(TrnWidget):
         timeline, events = allocator.timeline, allocator.oom_events
         if (not timeline or timeline[-1][0] <= self._last_t) and (not events or events[-1][0] <= self._last_oom_t):
             return []  # nothing new: the common case between allocations costs no lock and no message
-        with allocator.lock:
-            points: list[Point] = []
-            for p in reversed(allocator.timeline):
-                if p[0] <= self._last_t:
-                    break
-                points.append(list(p))
-            ooms: list[list[Any]] = []
-            for o in reversed(allocator.oom_events):
-                if o[0] <= self._last_oom_t:
-                    break
-                ooms.append(list(o))
-            counters = read_counters() if points or ooms else None
-            peaks = {name: dict(p) for name, p in allocator.phase_peaks.items()} if counters else None
-        if counters is None:
-            return []
-        points.reverse()
-        ooms.reverse()
-        if points:
-            self._last_t = points[-1][0]
-        if ooms:
-            self._last_oom_t = ooms[-1][0]
-        self.counters = counters
-        if peaks != self.phase_peaks:
-            self.phase_peaks = peaks
-        self.send(PointsMessage(type="points", points=points, ooms=ooms))
-        return points
+        with self._sync:
+            with allocator.lock:
+                points: list[Point] = []
+                for p in reversed(allocator.timeline):
+                    if p[0] <= self._last_t:
+                        break
+                    points.append(list(p))
+                ooms: list[list[Any]] = []
+                for o in reversed(allocator.oom_events):
+                    if o[0] <= self._last_oom_t:
+                        break
+                    ooms.append(list(o))
+                counters = read_counters() if points or ooms else None
+                peaks = {name: dict(p) for name, p in allocator.phase_peaks.items()} if counters else None
+            if counters is None:
+                return []
+            points.reverse()
+            ooms.reverse()
+            if points:
+                self._last_t = points[-1][0]
+            if ooms:
+                self._last_oom_t = ooms[-1][0]
+            self.counters = counters
+            if peaks != self.phase_peaks:
+                self.phase_peaks = peaks
+            self.send(PointsMessage(type="points", points=points, ooms=ooms))
+            return points
 
     # -- live sampling -------------------------------------------------------------------------
     @traitlets.observe("live")
