@@ -195,3 +195,12 @@ def test_python_scalar_keeps_the_dtype_of_a_zero_dim_operand() -> None:
 def test_sparse_result_on_the_device_is_a_clear_error() -> None:
     with pytest.raises(NotImplementedError, match="neuron holds only strided"):
         _neuron(torch.eye(3)).to_sparse()
+
+
+def test_mode_with_out_tensors_matches_cpu() -> None:
+    x = torch.randint(0, 3, (4, 5)).float()
+    values, indices = torch.empty(0, device="neuron"), torch.empty(0, dtype=torch.long, device="neuron")
+    got = torch.mode(_neuron(x), 1, out=(values, indices))
+    assert got[0] is values
+    expected = torch.mode(x, 1)
+    assert torch.equal(values.cpu(), expected.values) and torch.equal(indices.cpu(), expected.indices)
