@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 import trn_notebook  # noqa: F401  (registers the neuron device)
-from trn_notebook.device import placement_log, policy
+from trn_notebook.device import placement_log
 
 SWEEP_DTYPES: tuple[torch.dtype, ...] = (torch.float32, torch.bfloat16, torch.int32, torch.bool)
 DTYPE_NAMES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.int32: "int32", torch.bool: "bool"}
@@ -55,6 +55,7 @@ class OpResult:
     backward: Tally | None = None
     aten_ops: dict[str, str] = field(default_factory=dict)  # base op -> category seen in the placement log
     crashed: str = ""
+    variants: dict[str, Tally] = field(default_factory=dict)  # float32 "out", "inplace", "print" checks
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-serialisable dict (the worker protocol of :mod:`~trn_notebook.compat.isolate`)."""
@@ -65,7 +66,8 @@ class OpResult:
         """Inverse of :meth:`to_json`."""
         fwd = {k: Tally(**v) for k, v in data["forward"].items()}
         bwd = Tally(**data["backward"]) if data.get("backward") else None
-        return cls(data["op"], data["aten_name"], fwd, bwd, dict(data["aten_ops"]), data.get("crashed", ""))
+        variants = {k: Tally(**v) for k, v in data.get("variants", {}).items()}
+        return cls(data["op"], data["aten_name"], fwd, bwd, dict(data["aten_ops"]), data.get("crashed", ""), variants)
 
 
 def op_id(opinfo: Any) -> str:
@@ -304,6 +306,33 @@ def _backward_sample(opinfo: Any, sample: Any, seed: int) -> str | bool | None:
     return compare([a for a, _ in pairs], [e for _, e in pairs], rtol, atol, _is_random(opinfo))
 
 
+def _variant_checks(opinfo: Any, sample: Any, tallies: dict[str, Tally], seed: int) -> None:
+    """out=, in-place and printing checks of a float32 sample whose forward pass matched CPU."""
+    from .variants import inplace_sample, out_sample, print_check
+
+    rtol, atol = _tolerance(opinfo, torch.float32)
+    nondet = opinfo.has_nondeterministic_output or _is_random(opinfo)
+
+    def cmp(actual: Any, expected: Any) -> str | None:
+        return compare(actual, expected, rtol, atol, nondet)
+
+    checks = {
+        "out": lambda on_device: out_sample(opinfo, sample, on_device, cmp),
+        "inplace": lambda on_device: inplace_sample(opinfo, sample, on_device, cmp),
+        "print": lambda on_device: print_check(_call(opinfo, on_device)),
+    }
+    for kind, check in checks.items():
+        torch.manual_seed(seed)
+        try:
+            outcome = check(_move_sample(opinfo, sample)[0])
+        except Exception as exc:
+            outcome = f"{kind}: " + _short(exc)
+        if isinstance(outcome, str) and FLOAT64_REASON in outcome:
+            continue  # the forward pass needed float64 confined to the CPU; nothing more to check
+        if outcome is not False:
+            tallies.setdefault(kind, Tally()).add(outcome)
+
+
 def run_op(name: str, quick: bool = False) -> OpResult:
     """Sweep one OpInfo entry in-process; never raises for a failing sample."""
     opinfo = _op_db()[name]
@@ -323,6 +352,8 @@ def run_op(name: str, quick: bool = False) -> OpResult:
                 outcome = _forward_sample(opinfo, sample, dtype, seed=i)
                 if outcome is not False:
                     tally.add(outcome)
+                if outcome is None and dtype == torch.float32:
+                    _variant_checks(opinfo, sample, result.variants, seed=i)
         except Exception as exc:  # the sample generator itself failed
             tally.add("sample generation failed: " + _short(exc))
         if tally.total:
@@ -347,18 +378,3 @@ def run_op(name: str, quick: bool = False) -> OpResult:
         if entry[1] > (before[op][1] if op in before else 0):
             result.aten_ops[op] = entry[0]
     return result
-
-
-def registry_category(result: OpResult) -> str:
-    """Category from the device policy registry for the op's aten name, else the worst one it reached."""
-    name = result.aten_name.split(".")[-1] if result.aten_name.startswith("aten::") else result.aten_name
-    packet = getattr(torch.ops.aten, name, None)
-    if packet is not None and isinstance(packet, torch._ops.OpOverloadPacket):
-        overloads = packet.overloads()
-        op = getattr(packet, "default" if "default" in overloads else overloads[0]) if overloads else None
-        return policy.rule(name, op).category
-    seen = set(result.aten_ops.values()) - {"host_only"} or set(result.aten_ops.values())
-    for category in ("unsupported", "cpu_fallback", "native", "host_only"):
-        if category in seen:
-            return category
-    return "native"

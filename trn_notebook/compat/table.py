@@ -100,7 +100,8 @@ class Summary:
     backward_passed: int
     backward_total: int
     crashes: int
-    reasons: tuple[tuple[str, int], ...]  # failing float32 samples by reason, most frequent first
+    reasons: tuple[tuple[str, int], ...]  # failing float32 forward samples by op and reason, most frequent first
+    backward_reasons: tuple[tuple[str, int], ...] = ()
 
     @property
     def forward_rate(self) -> float:
@@ -126,6 +127,7 @@ def summarize(results: list[OpResult]) -> Summary:
     """Figures over all OpInfo entries whose float32 samples run on CPU (samples that fail on CPU don't count)."""
     fp = ft = bp = bt = 0
     reasons: Counter[str] = Counter()
+    back: Counter[str] = Counter()
     for r in results:
         f32 = r.forward.get("float32")
         if f32:
@@ -134,8 +136,10 @@ def summarize(results: list[OpResult]) -> Summary:
                 reasons[f"{r.op}: {reason_of(f32.first_error)}"] += f32.total - f32.passed
         if r.backward:
             bp, bt = bp + r.backward.passed, bt + r.backward.total
+            if r.backward.passed < r.backward.total:
+                back[f"{r.op}: {reason_of(r.backward.first_error)}"] += r.backward.total - r.backward.passed
     crashes = sum(1 for r in results if r.crashed)
-    return Summary(len(results), fp, ft, bp, bt, crashes, tuple(reasons.most_common()))
+    return Summary(len(results), fp, ft, bp, bt, crashes, tuple(reasons.most_common()), tuple(back.most_common()))
 
 
 def to_markdown(results: list[OpResult], command: str = "python -m trn_notebook.compat") -> str:
@@ -153,6 +157,13 @@ def to_markdown(results: list[OpResult], command: str = "python -m trn_notebook.
         f"- forward float32 samples passing: **{s.forward_passed}/{s.forward_total} ({s.forward_rate:.2%})**",
         f"- backward float32 samples passing: **{s.backward_passed}/{s.backward_total} ({s.backward_rate:.2%})**",
         "- category comes from the device policy registry (`trn_notebook.policy_table()`).",
+        "",
+        "## Float32 samples that do not pass, by op and reason",
+        "",
+        *[f"- forward, {n} samples — {reason}" for reason, n in s.reasons],
+        *[f"- backward, {n} samples — {reason}" for reason, n in s.backward_reasons],
+        "",
+        "## Per op",
         "",
         "| op | category | dtypes passing | dtypes failing | forward | backward | float32 samples | first error |",
         "|---|---|---|---|---|---|---|---|",
