@@ -42,6 +42,9 @@ def main() -> None:
     print("failing float32 backward samples by op and reason:")
     for reason, n in s.backward_reasons:
         print(f"  {n:6d}  {reason}")
+    print("failing float32 out= / in-place / print checks:")
+    for reason, n in s.variant_reasons:
+        print(f"  {n:6d}  {reason}")
     if args.write_docs:
         with open("docs/compatibility.md", "w", encoding="utf-8") as fh:
             fh.write(to_markdown(results, "python benchmarks/bench_compat_sweep.py --write-docs"))

@@ -33,6 +33,10 @@ def main(argv: list[str] | None = None) -> int:
     print("failing float32 forward samples by op and reason:")
     for reason, n in s.reasons[:40]:
         print(f"  {n:6d}  {reason}")
+    for title, reasons in (("backward", s.backward_reasons), ("out= / in-place / print", s.variant_reasons)):
+        print(f"failing float32 {title} samples:")
+        for reason, n in reasons[:40]:
+            print(f"  {n:6d}  {reason}")
     if args.json:
         with open(args.json, "w", encoding="utf-8") as fh:
             json.dump([r.to_json() for r in results], fh, indent=1)

@@ -26,8 +26,12 @@ COLUMNS = [
     "backward",
     "forward_samples",
     "backward_samples",
+    "out",
+    "inplace",
+    "print",
     "aten_ops",
 ]
+_VARIANTS = ("out", "inplace", "print")
 _WORST = ("unsupported", "cpu_fallback", "native", "host_only")
 
 
@@ -68,6 +72,7 @@ def results_frame(results: list[OpResult]) -> pd.DataFrame:
         errors = [r.forward[d].first_error for d in failing]
         if r.backward and r.backward.first_error:
             errors.append("backward: " + r.backward.first_error)
+        errors += [t.first_error for t in r.variants.values() if t.first_error]
         f32 = r.forward.get("float32")
         fwd_p = sum(t.passed for t in r.forward.values())
         fwd_t = sum(t.total for t in r.forward.values())
@@ -83,6 +88,10 @@ def results_frame(results: list[OpResult]) -> pd.DataFrame:
                 "backward": "crash" if r.crashed else (_status(bwd.passed, bwd.total) if bwd else "n/a"),
                 "forward_samples": f"{f32.passed}/{f32.total}" if f32 else "",
                 "backward_samples": f"{bwd.passed}/{bwd.total}" if bwd else "",
+                **{
+                    k: _status(r.variants[k].passed, r.variants[k].total) if k in r.variants else "n/a"
+                    for k in _VARIANTS
+                },
                 "aten_ops": ", ".join(sorted(r.aten_ops)),
                 "crashed": bool(r.crashed),
             }
@@ -102,6 +111,7 @@ class Summary:
     crashes: int
     reasons: tuple[tuple[str, int], ...]  # failing float32 forward samples by op and reason, most frequent first
     backward_reasons: tuple[tuple[str, int], ...] = ()
+    variant_reasons: tuple[tuple[str, int], ...] = ()  # failing out= / in-place / print checks (float32)
 
     @property
     def forward_rate(self) -> float:
@@ -128,6 +138,7 @@ def summarize(results: list[OpResult]) -> Summary:
     fp = ft = bp = bt = 0
     reasons: Counter[str] = Counter()
     back: Counter[str] = Counter()
+    variants: Counter[str] = Counter()
     for r in results:
         f32 = r.forward.get("float32")
         if f32:
@@ -138,8 +149,21 @@ def summarize(results: list[OpResult]) -> Summary:
             bp, bt = bp + r.backward.passed, bt + r.backward.total
             if r.backward.passed < r.backward.total:
                 back[f"{r.op}: {reason_of(r.backward.first_error)}"] += r.backward.total - r.backward.passed
+        for kind, t in r.variants.items():
+            if t.passed < t.total:
+                variants[f"{r.op} ({kind}): {t.first_error[:120]}"] += t.total - t.passed
     crashes = sum(1 for r in results if r.crashed)
-    return Summary(len(results), fp, ft, bp, bt, crashes, tuple(reasons.most_common()), tuple(back.most_common()))
+    return Summary(
+        len(results),
+        fp,
+        ft,
+        bp,
+        bt,
+        crashes,
+        tuple(reasons.most_common()),
+        tuple(back.most_common()),
+        tuple(variants.most_common()),
+    )
 
 
 def to_markdown(results: list[OpResult], command: str = "python -m trn_notebook.compat") -> str:
@@ -162,16 +186,18 @@ def to_markdown(results: list[OpResult], command: str = "python -m trn_notebook.
         "",
         *[f"- forward, {n} samples — {reason}" for reason, n in s.reasons],
         *[f"- backward, {n} samples — {reason}" for reason, n in s.backward_reasons],
+        *[f"- variant check, {n} samples — {reason}" for reason, n in s.variant_reasons],
         "",
         "## Per op",
         "",
-        "| op | category | dtypes passing | dtypes failing | forward | backward | float32 samples | first error |",
-        "|---|---|---|---|---|---|---|---|",
+        "| op | category | dtypes passing | dtypes failing | forward | backward | out= | in-place | float32 samples "
+        "| first error |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in df.itertuples():
         err = row.first_error.replace("|", "\\|").replace("\n", " ")[:160]
         lines.append(
             f"| `{row.op}` | {row.category} | {row.dtypes_passing} | {row.dtypes_failing} | {row.forward} "
-            f"| {row.backward} | {row.forward_samples} | {err} |"
+            f"| {row.backward} | {row.out} | {row.inplace} | {row.forward_samples} | {err} |"
         )
     return "\n".join(lines) + "\n"
