@@ -2,8 +2,9 @@
 
 Fusion is greedy over the node order, so every kernel is a contiguous run of nodes (convex by
 construction): a pointwise node joins the open kernel when one of its inputs is produced there;
-a reduction may close an open pointwise chain (pointwise-into-reduction); views ride along with
-their producer's kernel; matmul, library, copy and factory ops are kernels of their own.
+a reduction (or a norm kernel) may close an open pointwise chain (pointwise-into-reduction); a
+matmul takes a pointwise epilogue (bias, activation); views ride along with their producer's
+kernel; library, copy and factory ops are kernels of their own.
 
 Memory planning gives every value that crosses a kernel boundary (or leaves the graph) an offset
 in one HBM arena, reusing the space of values whose last reader has run (first fit, 64-byte
@@ -16,34 +17,46 @@ from .ir import Graph, Node
 from .ops import OPS
 
 ALIGN = 64
-_OPEN_KINDS = frozenset({"pointwise", "view"})
+
+
+# library kernels that reduce along a dimension: a pointwise chain may fuse into them like into a reduction
+_REDUCING_LIBRARY = frozenset({"layer_norm", "group_norm", "batch_norm", "batch_norm_no_training"})
 
 
 def fuse(g: Graph) -> Graph:
-    """Assign each node a kernel id (``Node.kernel``); see the module docstring for the rules."""
+    """Assign each node a kernel id (``Node.kernel``); see the module docstring for the rules.
+
+    The open kernel is in one of three states: ``chain`` (pointwise/views: more pointwise or a
+    closing reduction may join), ``epilogue`` (a matmul: pointwise consumers of its result join,
+    as the activation engine applies them while draining the accumulator) or ``closed``.
+    """
     producer_kernel: dict[str, int] = {}
     nodes: list[Node] = []
     kernel = -1
-    open_chain = False  # the current kernel accepts more pointwise / a closing reduction
+    state = "closed"
     for n in g.nodes:
         kind = OPS[n.op].kind
-        refs = n.refs()
-        feeds_from_current = any(producer_kernel.get(r) == kernel for r in refs)
+        if n.op in _REDUCING_LIBRARY:
+            kind = "reduction"
+        feeds_from_current = any(producer_kernel.get(r) == kernel for r in n.refs())
         if kind == "view":
             if not feeds_from_current:
                 kernel += 1
-                open_chain = True
+                state = "chain"
         elif kind == "pointwise":
-            if not (open_chain and feeds_from_current):
+            if not (state in ("chain", "epilogue") and feeds_from_current):
                 kernel += 1
-            open_chain = True
+                state = "chain"
         elif kind == "reduction":
-            if not (open_chain and feeds_from_current):
+            if not (state == "chain" and feeds_from_current):
                 kernel += 1
-            open_chain = False
+            state = "closed"
+        elif kind == "matmul":
+            kernel += 1
+            state = "epilogue"
         else:
             kernel += 1
-            open_chain = False
+            state = "closed"
         for o in n.outs:
             if o:
                 producer_kernel[o] = kernel
