@@ -9,7 +9,7 @@ import time
 import pytest
 import torch
 from IPython.core.error import UsageError
-from IPython.testing.globalipapp import get_ipython
+from IPython.testing import globalipapp
 
 import trn_notebook
 from trn_notebook.device import get_config, placement_log, set_config
@@ -22,7 +22,7 @@ from trn_notebook.status import state_snapshot, status_payload
 
 @pytest.fixture(scope="module")
 def ip():
-    shell = get_ipython()
+    shell = globalipapp.get_ipython()  # the module attribute: start_ipython() rebinds it after the first call
     shell.run_line_magic("load_ext", "trn_notebook")
     yield shell
     shell.run_line_magic("unload_ext", "trn_notebook")
@@ -203,11 +203,20 @@ def test_ops_escapes_user_text_in_html(ip):
     placement_log.reset()
 
 
-def test_ops_table_flag_shows_the_compatibility_table_or_says_it_is_missing(ip):
-    out = line(ip, "ops --table")
-    assert isinstance(out, Result) or hasattr(out, "_repr_html_")
-    if not hasattr(importlib.import_module("trn_notebook.compat"), "compatibility_table"):
+@pytest.mark.slow
+def test_ops_table_flag_shows_the_compatibility_table_of_the_chosen_ops(ip):
+    out = line(ip, "ops --table --op add")
+    assert hasattr(out, "_repr_html_")
+    if hasattr(importlib.import_module("trn_notebook.compat"), "compatibility_table"):
+        assert list(out["op"]) == ["add"] and out["category"][0] == "native"
+    else:
         assert "not available" in out.text()
+
+
+def test_ops_table_options_need_table(ip):
+    with pytest.raises(UsageError) as info:
+        line(ip, "ops --op add")
+    assert "go with --table" in str(info.value)
 
 
 def test_memory_reset_peak_and_empty_cache(ip):

@@ -138,7 +138,14 @@ class TrnMagics(Magics):
 
     def cmd_ops(self, args: argparse.Namespace, cell: str | None) -> Any:
         if args.table:
-            return session.compatibility()
+            try:
+                return session.compatibility(ops=args.op, quick=not args.full)
+            except ValueError as exc:
+                raise UsageError(
+                    f"%trn ops --table: {exc}\ncorrect form: %trn ops --table [--op 'add,mul'] [--full]"
+                ) from None
+        if args.op or args.full:
+            raise UsageError("%trn ops: --op and --full go with --table\ncorrect form: %trn ops --table --op add")
         return render.render_ops(session.ops(reset=args.reset), reset=args.reset)
 
     def cmd_memory(self, args: argparse.Namespace, cell: str | None) -> Any:

@@ -79,12 +79,16 @@ def ops(*, reset: bool = False, max_rows: int = 50) -> Result:
     return Sections([card, Table("ops by modeled device time", cols, rows, notes, max_rows=max_rows)])
 
 
-def compatibility() -> Result:
-    """The op compatibility table from ``trn_notebook.compat`` (a message if that module is not there yet)."""
+def compatibility(ops: str | None = None, *, quick: bool = True) -> Any:
+    """The op compatibility table from ``trn_notebook.compat`` (a message if that module is not there yet).
+
+    It runs PyTorch's OpInfo samples on the device: ``ops`` (globs) narrows it, ``quick`` samples less.
+    Raises ``ValueError`` if ``ops`` matches nothing.
+    """
     fn = getattr(_optional("trn_notebook.compat"), "compatibility_table", None)
     if fn is None:
         return Message("the op compatibility table (trn_notebook.compat) is not available in this version", "warning")
-    table = fn()
+    table = fn(ops, quick=quick)
     if isinstance(table, Result) or hasattr(table, "_repr_html_"):
         return table
     return Preformatted("op compatibility", str(table))
