@@ -317,10 +317,14 @@ def test_timeit_no_sync_is_labelled_enqueue_only_and_cell_mode_runs_setup(ip):
         ("%trn memory --", ["--reset-peak", "--empty-cache"]),
         ("%%trn ", ["eager", "compile", "timeit"]),
         ("%%trn compile --f", ["--fullgraph"]),
+        ("x = 1\n%trn mem", ["memory"]),
     ],
 )
 def test_completion(ip, text, expected):
-    _, matches = ip.complete("", text, len(text))
+    from IPython.core.completer import provisionalcompleter
+
+    with provisionalcompleter():  # the API the kernel uses for Jupyter's completion requests
+        matches = [c.text for c in ip.Completer.completions(text, len(text))]
     for word in expected:
         assert word in matches
 
@@ -505,7 +509,7 @@ def test_explain_shapes_and_cache_views_of_a_compiled_cell(ip, compiler):
     with pytest.raises(UsageError):
         line(ip, "explain nosuchname")
     assert "compile cache" in line(ip, "cache").text()
-    assert "explained" in ip.complete("", "%trn explain ", 13)[1]
+    assert "explained" in ip.complete("", "%trn explain ", 13)[1]  # compiled cell names complete
 
 
 def test_cache_dir_and_clear(ip, compiler, tmp_path):

@@ -125,8 +125,15 @@ class CompileReport(Result):
         out: list[Result] = [Card(f"%%trn compile: {self.name}", fields, self.notes)]
         breaks = self.graph_breaks
         if breaks:
-            out.append(Table("graph breaks", ["reason", "source"], [(b["reason"], b["source"]) for b in breaks]))
+            rows = [(_short(b["reason"]), b["source"]) for b in breaks]
+            out.append(Table("graph breaks", ["reason", "source"], rows, ["full reasons: report.graph_breaks"]))
         return out
+
+
+def _short(reason: str, limit: int = 160) -> str:
+    """The first part of a graph-break reason (dynamo's hints and debug context dropped)."""
+    head = reason.split(" Hint:")[0].split(" Explanation:")[0].strip()
+    return head if len(head) <= limit else head[: limit - 1] + "…"
 
 
 def parse_options(pairs: list[str]) -> dict[str, Any]:

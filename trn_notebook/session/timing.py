@@ -61,7 +61,10 @@ class TimeitResult(Result):
             Card(
                 title,
                 [
-                    ("first call", f"wall {fmt_s(self.first_wall_s)} · modeled device {fmt_s(self.first_device_s)}"),
+                    (
+                        "first call (incl. any compile)",
+                        f"wall {fmt_s(self.first_wall_s)} · modeled device {fmt_s(self.first_device_s)}",
+                    ),
                     ("warm-up", f"{self.warmup} call{'s' if self.warmup != 1 else ''} (not timed)"),
                     (
                         "steady state",
