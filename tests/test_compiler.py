@@ -71,6 +71,13 @@ def test_compiled_forward_and_backward_equal_eager(name, device):
     assert kinds == ["forward", "backward"]
 
 
+def test_attention_is_compiled_to_the_fused_flash_kernel_forward_and_backward():
+    out, ref, _ = run_eager_and_compiled(block, (2, 8, 32), "neuron")
+    torch.testing.assert_close(out.detach().cpu(), ref.detach(), rtol=1e-4, atol=1e-5)
+    passes = explain(compile_log.snapshot()[0]["model_name"]).stages["passes"]
+    assert "= sdpa_flash(" in passes and "= sdpa_flash_backward(" in passes and "bmm(" not in passes
+
+
 def test_three_adamw_steps_on_the_device_match_cpu_eager_to_1e_5():
     torch.manual_seed(0)
     ref = mlp()

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 import torch.fx
 
-from . import cache, contracts, progress
+from . import attention, cache, contracts, progress
 from .artifacts import Bundle, artifacts
 from .compile_log import compile_log, get_dynamo_metrics, reset_dynamo_metrics
 from .executable import Executable
@@ -166,7 +166,11 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs: list[Any], **kwargs
     compiler = aot_autograd(
         fw_compiler=capture.forward, bw_compiler=capture.backward, inference_compiler=capture.inference
     )
-    return compiler(gm, example_inputs)
+    if not attention.uses_attention(gm):
+        return compiler(gm, example_inputs)
+    attention.select_kernels(gm)
+    with attention.flash_attention_selected():
+        return compiler(gm, example_inputs)
 
 
 class _Capture:

@@ -1,0 +1,76 @@
+"""Kernel selection before AOT tracing: attention goes to the fused flash-attention kernel.
+
+On ``neuron`` fake tensors, ``scaled_dot_product_attention`` would decompose into its math form
+(bmm, softmax, bmm and their backward), which then runs as separate kernels. A real compiler maps
+attention to a hand-written fused kernel; we pick ATen's flash-attention op (which has an
+autograd formula, so AOT Autograd emits its backward kernel too) whenever it applies: 4-d q/k/v of
+one shape and no dropout. Everything else keeps torch's own choice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+import torch.fx
+import torch.nn.functional as F
+
+_original = F.scaled_dot_product_attention
+_lock = threading.Lock()
+_flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
+
+
+def flash_or_default(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attn_mask: torch.Tensor | None = None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    scale: float | None = None,
+    enable_gqa: bool = False,
+) -> torch.Tensor:
+    """``F.scaled_dot_product_attention`` that uses the fused flash kernel when it applies."""
+    if (
+        query.dim() == 4
+        and dropout_p == 0.0
+        and not enable_gqa
+        and query.shape == key.shape == value.shape
+        and query.dtype == key.dtype == value.dtype
+        and (attn_mask is None or attn_mask.dtype == query.dtype)
+    ):
+        return _flash(query, key, value, 0.0, is_causal, attn_mask=attn_mask, scale=scale)[0]
+    return _original(query, key, value, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa)
+
+
+def select_kernels(gm: torch.fx.GraphModule) -> None:
+    """Point direct attention calls of dynamo's graph at :func:`flash_or_default` (in place)."""
+    changed = False
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and node.target is _original:
+            node.target = flash_or_default
+            changed = True
+    if changed:
+        gm.recompile()
+
+
+@contextlib.contextmanager
+def flash_attention_selected() -> Iterator[None]:
+    """While AOT Autograd traces: library code (``multi_head_attention_forward``) also gets the flash kernel."""
+    with _lock:
+        F.scaled_dot_product_attention = flash_or_default  # type: ignore[assignment]
+        try:
+            yield
+        finally:
+            F.scaled_dot_product_attention = _original
+
+
+def uses_attention(gm: Any) -> bool:
+    """True when dynamo's graph calls attention (directly or through multi-head attention)."""
+    return any(
+        n.op == "call_function" and n.target in (_original, F.multi_head_attention_forward, flash_or_default)
+        for n in gm.graph.nodes
+    )
