@@ -54,6 +54,9 @@ def run(ip, source: str):
 def test_load_ext_registers_magic_and_unload_removes_everything(ip):
     assert "trn" in ip.magics_manager.magics["line"] and "trn" in ip.magics_manager.magics["cell"]
     assert getattr(placement_log.source_formatter, "trn_shell", None) is ip
+    from trn_notebook.magics import status_comm
+
+    assert ip in status_comm._registered  # the status bar's comm is opened on load
     ip.run_line_magic("unload_ext", "trn_notebook")
     try:
         assert "trn" not in ip.magics_manager.magics["line"]
@@ -61,6 +64,7 @@ def test_load_ext_registers_magic_and_unload_removes_everything(ip):
         assert hooks.post_run_cell not in ip.events.callbacks["post_run_cell"]
         assert "%trn" not in ip.strdispatchers["complete_command"].strs
         assert getattr(placement_log.source_formatter, "trn_shell", None) is None
+        assert ip not in status_comm._registered
     finally:
         ip.run_line_magic("load_ext", "trn_notebook")
     trn_notebook.load_ipython_extension(ip)  # idempotent: one hook, one completer
@@ -464,6 +468,16 @@ def test_bad_bucket_spec_and_bad_option_type_are_usage_errors(ip, compiler):
     assert set(ip.user_ns) == names and ip.user_ns["ux"] is x
 
 
+def test_an_error_in_a_compiled_cell_fails_the_outer_cell_and_writes_nothing(ip, compiler):
+    ip.user_ns.update(ea=torch.ones(2, 3, device="neuron"), eb=torch.ones(4, 5, device="neuron"))
+    names = set(ip.user_ns)
+    result = compile_cell(ip, "--name mismatch", "ec = ea * 2\ned = ec @ eb")
+    assert not result.success and isinstance(result.error_in_exec, Exception)
+    # Dynamo itself adds __builtins_dict__ entries to a compiled function's globals; nothing else is new.
+    assert {n for n in set(ip.user_ns) - names if not n.startswith("_")} == set()
+    assert "ec" not in ip.user_ns and "ed" not in ip.user_ns
+
+
 def test_keyboard_interrupt_during_compile_leaves_state_consistent(ip, compiler):
     from trn_notebook.session import compiled_cells
 
@@ -473,6 +487,7 @@ def test_keyboard_interrupt_during_compile_leaves_state_consistent(ip, compiler)
         if stage == "lower":
             raise KeyboardInterrupt
 
+    n_records = len(compiler.compile_log.snapshot())
     compiler.progress.add_listener(interrupt)
     try:
         result = compile_cell(ip, "--name interrupted", "ky = kx * 3")
@@ -480,6 +495,7 @@ def test_keyboard_interrupt_during_compile_leaves_state_consistent(ip, compiler)
         compiler.progress.remove_listener(interrupt)
     assert not result.success and isinstance(result.error_in_exec, KeyboardInterrupt)
     assert "ky" not in ip.user_ns and "interrupted" not in compiled_cells()
+    assert len(compiler.compile_log.snapshot()) == n_records  # no record of a half-done compile
     again = compile_cell(ip, "--name interrupted", "ky = kx * 3")
     assert again.success and torch.equal(ip.user_ns["ky"].cpu(), torch.full((4,), 3.0))
     assert "interrupted" in compiled_cells()

@@ -33,11 +33,11 @@ class TrnMagics(Magics):
             args = parse(line, cell)
         except HelpRequested as exc:
             return Preformatted("", exc.text)
-        handler = getattr(self, "cmd_" + args.command)
+        handler = getattr(self, "_cmd_" + args.command)
         return handler(args, cell)
 
     # -- device and cells --------------------------------------------------------------------------
-    def cmd_device(self, args: argparse.Namespace, cell: str | None) -> Any:
+    def _cmd_device(self, args: argparse.Namespace, cell: str | None) -> Any:
         if args.target == "show":
             if any(v is not None for v in (args.chip, args.cores, args.blocking, args.fusion)):
                 raise UsageError("%trn device: options need a device\ncorrect form: %trn device neuron --chip trn3")
@@ -51,7 +51,7 @@ class TrnMagics(Magics):
                 f"%trn device: {exc}\ncorrect form: %trn device neuron [--chip trn2|trn3] [--cores N]"
             ) from None
 
-    def cmd_eager(self, args: argparse.Namespace, cell: str) -> None:
+    def _cmd_eager(self, args: argparse.Namespace, cell: str) -> None:
         count = self.shell.execution_count
         window = session.EagerWindow(f"%%trn eager: cell [{count}]", fusion=args.fusion, strict=args.strict)
         with window:
@@ -61,7 +61,7 @@ class TrnMagics(Magics):
         display(window.report)
         result.raise_error()
 
-    def cmd_compile(self, args: argparse.Namespace, cell: str) -> Any:
+    def _cmd_compile(self, args: argparse.Namespace, cell: str) -> Any:
         try:
             options = session.parse_options(args.option)
         except ValueError as exc:
@@ -112,7 +112,7 @@ class TrnMagics(Magics):
                 "correct form: --buckets pow2:128-2048 | step:256:256-2048 | list:128,512,2048"
             ) from None
 
-    def cmd_timeit(self, args: argparse.Namespace, cell: str | None) -> Any:
+    def _cmd_timeit(self, args: argparse.Namespace, cell: str | None) -> Any:
         shell = self.shell
         if cell is not None:
             if args.statement:
@@ -133,10 +133,10 @@ class TrnMagics(Magics):
         )
 
     # -- views ----------------------------------------------------------------------------------------
-    def cmd_status(self, args: argparse.Namespace, cell: str | None) -> Any:
+    def _cmd_status(self, args: argparse.Namespace, cell: str | None) -> Any:
         return status()
 
-    def cmd_ops(self, args: argparse.Namespace, cell: str | None) -> Any:
+    def _cmd_ops(self, args: argparse.Namespace, cell: str | None) -> Any:
         if args.table:
             try:
                 return session.compatibility(ops=args.op, quick=not args.full)
@@ -148,23 +148,23 @@ class TrnMagics(Magics):
             raise UsageError("%trn ops: --op and --full go with --table\ncorrect form: %trn ops --table --op add")
         return render.render_ops(session.ops(reset=args.reset), reset=args.reset)
 
-    def cmd_memory(self, args: argparse.Namespace, cell: str | None) -> Any:
+    def _cmd_memory(self, args: argparse.Namespace, cell: str | None) -> Any:
         return render.render_memory(session.memory(reset_peak=args.reset_peak, empty_cache=args.empty_cache))
 
-    def cmd_cache(self, args: argparse.Namespace, cell: str | None) -> Any:
+    def _cmd_cache(self, args: argparse.Namespace, cell: str | None) -> Any:
         try:
             return render.render_cache(session.cache(clear=args.clear, directory=args.dir))
         except (ValueError, OSError) as exc:
             raise UsageError(f"%trn cache: {exc}\ncorrect form: %trn cache [--clear] [--dir PATH]") from None
 
-    def cmd_shapes(self, args: argparse.Namespace, cell: str | None) -> Any:
+    def _cmd_shapes(self, args: argparse.Namespace, cell: str | None) -> Any:
         try:
             result = session.shapes(args.name)
             return render.render_shapes(result, session.views.shape_key(args.name) if args.name else None)
         except ValueError as exc:
             raise UsageError(f"%trn shapes: {exc}\ncorrect form: %trn shapes [NAME]") from None
 
-    def cmd_explain(self, args: argparse.Namespace, cell: str | None) -> Any:
+    def _cmd_explain(self, args: argparse.Namespace, cell: str | None) -> Any:
         cells = session.compiled_cells()
         if args.name is None:
             if not cells:
@@ -188,11 +188,11 @@ class TrnMagics(Magics):
         except (ValueError, TypeError) as exc:
             raise UsageError(f"%trn explain {name}: {exc}") from None
 
-    def cmd_report(self, args: argparse.Namespace, cell: str | None) -> Any:
+    def _cmd_report(self, args: argparse.Namespace, cell: str | None) -> Any:
         return session.report()
 
-    def cmd_dashboard(self, args: argparse.Namespace, cell: str | None) -> Any:
+    def _cmd_dashboard(self, args: argparse.Namespace, cell: str | None) -> Any:
         return render.render_dashboard(session.dashboard())
 
-    def cmd_help(self, args: argparse.Namespace, cell: str | None) -> Any:
+    def _cmd_help(self, args: argparse.Namespace, cell: str | None) -> Any:
         return Preformatted("%trn help", help_text())
