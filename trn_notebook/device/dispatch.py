@@ -295,7 +295,8 @@ def _account(
     clocks.sync(f"fallback aten::{name}")
     moved = costmodel.transfer_seconds(in_bytes) + costmodel.transfer_seconds(out_bytes)
     clocks.host_work(name, moved + cpu_s, wall_s)
-    placement_log.record(name, "cpu_fallback", wall_s, 0.0, h2d=out_bytes, d2h=in_bytes)
+    # Its modeled cost is the copies both ways plus the host compute: what it adds to the critical path.
+    placement_log.record(name, "cpu_fallback", wall_s, moved + cpu_s, h2d=out_bytes, d2h=in_bytes)
 
 
 @contextlib.contextmanager

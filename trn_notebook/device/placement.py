@@ -1,7 +1,9 @@
 """The placement log: per ATen base op, where it ran and what it cost (single source of truth).
 
-Each entry holds: category, calls, host wall seconds, modeled device seconds, bytes moved
-host->device and device->host, and the first user source line that issued it. Views and magics
+Each entry holds: category, calls, host wall seconds, modeled seconds, bytes moved host->device and
+device->host, and the first user source line that issued it. The modeled seconds are the device
+kernel time for native ops and, for CPU fallbacks, the modeled copies both ways plus the measured
+host compute (what the fallback adds to the critical path). Views and magics
 read :meth:`PlacementLog.snapshot`; nothing else counts ops.
 """
 

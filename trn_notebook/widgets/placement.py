@@ -1,9 +1,9 @@
 """PlacementView: the placement log as a sortable, filterable table coloured by category.
 
 Reads ``placement_log.snapshot()`` (or a given window, e.g. a per-cell ``diff_snapshots``). The
-"modeled ms" column is the modeled device time for device ops; for a CPU fallback, whose device
-time is zero, it is what the cost model charges the fallback: both host<->device copies plus the
-measured host compute — so the totals row can say how much of the modeled time went to fallbacks.
+"modeled ms" column is the placement log's modeled time: device kernel time for device ops; for a
+CPU fallback, both host<->device copies plus the measured host compute (the device charges it) — so
+the totals row can say how much of the modeled time went to fallbacks.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from typing import Any, TypedDict
 
 import traitlets
 
-from ..device import costmodel
 from ..device.placement import CALLS, CATEGORY, D2H, DEVICE_S, H2D, HOST_S, SOURCE, placement_log
 from . import _html
 from ._base import STATIC, TrnWidget
@@ -35,13 +34,8 @@ class PlacementRow(TypedDict):
 
 
 def modeled_seconds(entry: tuple[Any, ...]) -> float:
-    """Modeled time of one placement-log entry: device time, or for a fallback its copies + host compute."""
-    if entry[CATEGORY] != "cpu_fallback":
-        return float(entry[DEVICE_S])
-    calls = max(int(entry[CALLS]), 1)
-    # As the dispatcher charges it: one copy each way per call (bytes split evenly over the calls).
-    copies = sum(costmodel.transfer_seconds(n / calls) for n in (entry[H2D], entry[D2H]) if n > 0) * calls
-    return float(entry[DEVICE_S]) + copies + float(entry[HOST_S])
+    """Modeled time of one placement-log entry (for a fallback the device already charges copies + host compute)."""
+    return float(entry[DEVICE_S])
 
 
 def rows_of(snapshot: Snapshot) -> list[PlacementRow]:
