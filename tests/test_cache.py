@@ -218,3 +218,20 @@ def test_two_processes_compiling_the_same_graph_at_once_both_succeed(tmp_path):
     assert all(p.returncode == 0 for p in procs)
     assert outs[0]["key"] == outs[1]["key"]
     assert run_child(tmp_path, cache)["result"] == "disk hit"
+
+
+def test_default_cache_dir_is_per_user_and_created_private(tmp_path, monkeypatch, cache_dir):
+    import platformdirs
+
+    monkeypatch.setattr(platformdirs, "user_cache_dir", lambda app: str(tmp_path / "home-cache" / app))
+    with override(cache_dir=None):
+        assert cache.cache_dir() == tmp_path / "home-cache" / "trn-notebook" / "neff_cache"
+        assert compile_again()["cache_result"] == "miss"
+        assert stat.S_IMODE(cache.cache_dir().stat().st_mode) == 0o700
+
+
+def test_a_world_writable_cache_dir_of_ours_is_made_private_before_use(cache_dir):
+    cache_dir.mkdir(parents=True)
+    os.chmod(cache_dir, 0o777)
+    compile_again()
+    assert stat.S_IMODE(cache_dir.stat().st_mode) == 0o700 and len(cache.cache_entries()) == 1
