@@ -79,3 +79,14 @@ def test_chrome_trace_has_device_ops_and_syncs(fresh_device):
     trace = clocks.chrome_trace()["traceEvents"]
     names = {e["name"] for e in trace}
     assert "exp" in names and any(n.startswith("sync:") for n in names)
+
+
+def test_save_trace_writes_perfetto_json(fresh_device, tmp_path):
+    import json
+
+    import trn_notebook
+
+    torch.ones(8, device=N).exp().sum().item()
+    path = trn_notebook.save_trace(tmp_path / "trace.json")
+    events = json.loads(path.read_text())["traceEvents"]
+    assert any(e["name"] == "exp" and e["ph"] == "X" and e["dur"] > 0 for e in events)

@@ -15,6 +15,7 @@ from .api import (  # noqa: E402
     op_table,
     phase,
     placement_summary,
+    save_trace,
 )
 from .device import get_chip, set_chip, set_memory_capacity, set_op_category  # noqa: E402
 from .migration import report  # noqa: E402
@@ -94,6 +95,7 @@ __all__ = [
     "phase",
     "placement_summary",
     "report",
+    "save_trace",
     "set_chip",
     "set_memory_capacity",
     "set_op_category",

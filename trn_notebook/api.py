@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .device.allocator import allocator_timeline_columns
@@ -52,6 +54,17 @@ def phase(name: str) -> Iterator[None]:
     """Attribute device memory peaks inside the block to the named phase (``load``, ``warmup`` …)."""
     with allocator.phase_scope(name):
         yield
+
+
+def save_trace(path: str | Path) -> Path:
+    """Write the simulator's timeline (device ops, host work, sync points) as Chrome/Perfetto trace JSON.
+
+    Open the file in https://ui.perfetto.dev or chrome://tracing. Times are the *modeled* clocks.
+    Raises ``OSError`` if the file cannot be written.
+    """
+    path = Path(path)
+    path.write_text(json.dumps(clocks.chrome_trace()), encoding="utf-8")
+    return path
 
 
 def memory_timeline() -> pd.DataFrame:
