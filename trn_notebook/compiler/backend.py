@@ -14,6 +14,7 @@ import re
 import threading
 import time
 import warnings
+from collections import OrderedDict
 from typing import Any
 
 import torch
@@ -33,7 +34,8 @@ log = logging.getLogger("trn_notebook.compiler")
 _perf = time.perf_counter
 _lock = threading.Lock()
 _registered = False
-_memory: dict[str, tuple[Graph, Schedule]] = {}  # cache key -> planned graph and schedule
+_memory: OrderedDict[str, tuple[Graph, Schedule]] = OrderedDict()  # cache key -> planned graph, schedule
+MEMORY_CACHE_CAPACITY = 256
 _name_counts: dict[str, int] = {}
 _seen_failures: dict[Any, int] = {}
 _capture_started: list[float] = [0.0]
@@ -312,6 +314,9 @@ class _Capture:
             )
             st["cache_write"] = (_perf() - t3) * 1e6
         _memory[key] = (graph, schedule)
+        _memory.move_to_end(key)
+        while len(_memory) > MEMORY_CACHE_CAPACITY:
+            _memory.popitem(last=False)
         bundle.final = graph
         bundle.schedule = schedule
         artifacts.add(bundle)
