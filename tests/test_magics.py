@@ -261,7 +261,7 @@ def test_eager_cell_reports_only_its_own_ops_syncs_memory_and_fallback_lines(ip,
     assert torch.get_default_device().type == "cpu"  # only inside the cell
     out = capsys.readouterr().out
     assert "%%trn eager" in out and "fallback 1" in out
-    assert "aten::_linalg_det" in out and f"cell [{result.execution_count}] line 2" in out
+    assert "aten::_linalg_det" in out and f"cell [{result.execution_count}] line 3" in out
     assert re.search(r"sync points\s+[12] \(", out) and ".item()" in out
 
 
@@ -445,7 +445,7 @@ def test_fullgraph_graph_break_names_the_cell_line(ip, compiler):
     assert not result.success
     err = result.error_in_exec
     assert isinstance(err, compiler.GraphBreakError)
-    assert "line 2" in str(err) and "gz" not in ip.user_ns and "gy" not in ip.user_ns
+    assert "line 3" in str(err) and "gz" not in ip.user_ns and "gy" not in ip.user_ns  # the print, under %%trn
 
 
 def test_graph_breaks_are_listed_with_cell_lines_without_fullgraph(ip, compiler, capsys):

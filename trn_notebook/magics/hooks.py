@@ -28,6 +28,22 @@ def cell_source_formatter(shell: InteractiveShell) -> Callable[[str, int], str]:
     return fmt
 
 
+def current_cell_number(shell: InteractiveShell) -> int:
+    """The execution count of the cell running now (the innermost IPython cell on the call stack).
+
+    IPython 9 increments ``execution_count`` before a stored cell runs, so the counter alone is one
+    ahead inside a magic; the cell's compiled filename maps to its number exactly.
+    """
+    filename_map: dict[str, int] = getattr(shell.compile, "_filename_map", {})
+    frame = sys._getframe(1)
+    while frame is not None:
+        count = filename_map.get(frame.f_code.co_filename)
+        if count is not None:
+            return count
+        frame = frame.f_back
+    return shell.execution_count
+
+
 def describe_source(shell: InteractiveShell) -> Callable[[str], str]:
     """Map a ``filename:line`` string (as the compiler reports sources) to ``cell [N] line L``."""
     fmt = cell_source_formatter(shell)

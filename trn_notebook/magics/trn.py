@@ -18,8 +18,16 @@ from ..results import Message, Preformatted
 from ..session.compiled import CellInputError, default_name
 from ..status import status
 from . import render
-from .hooks import describe_source
+from .hooks import current_cell_number, describe_source
 from .parser import HelpRequested, help_text, parse
+
+
+def _numbered_from_line_2(line: str, cell: str) -> str:
+    """``cell`` behind a comment standing for the ``%%trn`` line, so its lines count as the notebook shows them.
+
+    A body that starts with its own cell magic is left as it is (that magic must stay first).
+    """
+    return cell if cell.lstrip().startswith("%%") else f"# %%trn {line}\n{cell}"
 
 
 @magics_class
@@ -33,6 +41,7 @@ class TrnMagics(Magics):
             args = parse(line, cell)
         except HelpRequested as exc:
             return Preformatted("", exc.text)
+        args.line = line
         handler = getattr(self, "_cmd_" + args.command)
         return handler(args, cell)
 
@@ -52,10 +61,15 @@ class TrnMagics(Magics):
             ) from None
 
     def _cmd_eager(self, args: argparse.Namespace, cell: str) -> None:
-        count = self.shell.execution_count
+        count = current_cell_number(self.shell)
         window = session.EagerWindow(f"%%trn eager: cell [{count}]", fusion=args.fusion, strict=args.strict)
-        with window:
-            result = self.shell.run_cell(cell, store_history=False)
+        saved = self.shell.execution_count
+        self.shell.execution_count = count  # the body's lines belong to this cell, not to the next number
+        try:
+            with window:
+                result = self.shell.run_cell(_numbered_from_line_2(args.line, cell), store_history=False)
+        finally:
+            self.shell.execution_count = saved
         assert window.report is not None
         window.report.failed = not result.success
         display(window.report)
@@ -69,9 +83,13 @@ class TrnMagics(Magics):
         if args.buckets:
             self._check_buckets(args.buckets)
         source = self.shell.transform_cell(cell)
-        filename = self.shell.compile.cache(source, self.shell.execution_count, raw_code=cell)
+        # Line numbers count from the %%trn line, as the notebook shows them; the listing matches for tracebacks.
+        listing = f"%%trn {args.line}\n{source}"
+        filename = self.shell.compile.cache(
+            listing, current_cell_number(self.shell), raw_code=f"%%trn {args.line}\n{cell}"
+        )
         try:
-            session.rewrite_cell(source, self.shell.user_ns, filename)  # refuse before showing any progress
+            session.rewrite_cell(source, self.shell.user_ns, filename, first_line=2)  # refuse before any progress
         except session.CellRewriteError as exc:
             raise UsageError(f"%%trn compile: {exc}") from None
         name = args.name or default_name(source)
@@ -86,6 +104,7 @@ class TrnMagics(Magics):
                 options=options,
                 buckets=args.buckets,
                 filename=filename,
+                first_line=2,
                 on_progress=progress,
                 describe_source=describe_source(self.shell),
             )
@@ -121,7 +140,7 @@ class TrnMagics(Magics):
         else:
             statement = args.statement
         source = shell.transform_cell(statement)
-        code = compile(source, shell.compile.cache(source, shell.execution_count), "exec")
+        code = compile(source, shell.compile.cache(source, current_cell_number(shell)), "exec")
         ns = shell.user_ns
         label = statement.strip().splitlines()[0] if statement.strip() else statement
 

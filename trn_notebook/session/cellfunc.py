@@ -227,13 +227,19 @@ def _is_global_like(value: object) -> bool:
     return inspect.ismodule(value) or inspect.isclass(value) or inspect.isroutine(value)
 
 
-def rewrite_cell(source: str, namespace: dict[str, Any], filename: str = "<trn cell>") -> CellFunction:
+def rewrite_cell(
+    source: str, namespace: dict[str, Any], filename: str = "<trn cell>", *, first_line: int = 1
+) -> CellFunction:
     """Turn cell ``source`` into a :class:`CellFunction` over ``namespace``.
+
+    ``first_line`` is the line number the source's first line carries (2 below a ``%%trn`` line).
 
     Raises :class:`CellRewriteError` for ``return``, ``yield``, ``await``, ``global``/``nonlocal``,
     ``del`` of a notebook name and ``import *``, and ``SyntaxError`` for invalid source.
     """
     tree = ast.parse(source, filename)
+    if first_line != 1:
+        ast.increment_lineno(tree, first_line - 1)
     if not tree.body:
         raise CellRewriteError("the cell is empty; write the code to compile below the %%trn compile line.", 1)
     analyzer = _Analyzer()

@@ -214,6 +214,7 @@ def compile_cell(
     buckets: str | None = None,
     bucket_dims: dict[str, int] | None = None,
     filename: str = "<trn cell>",
+    first_line: int = 1,
     on_progress: ProgressFn | None = None,
     describe_source: SourceFn | None = None,
 ) -> CompileReport:
@@ -232,7 +233,7 @@ def compile_cell(
         policy = compiler.BucketPolicy.parse(buckets) if buckets else None
     except ValueError as exc:
         raise CellInputError(f"bad bucket spec {buckets!r}: {exc}") from None
-    cell = rewrite_cell(source, namespace, filename)
+    cell = rewrite_cell(source, namespace, filename, first_line=first_line)
     name = name or default_name(source)
     args = [namespace[p] for p in cell.params]
     if policy is not None and bucket_dims is None:
