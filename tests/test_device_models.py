@@ -141,9 +141,19 @@ def test_device_module_mirrors_torchneuron():
     assert "Trainium2" in torch.neuron.get_device_name()
     props = torch.neuron.get_device_properties(0)
     assert props.total_memory == 24 * 2**30
-    with torch.neuron.device(1):
-        assert torch.neuron.current_device() == 1
-    assert torch.neuron.current_device() == 0
+    with torch.neuron.device(0):
+        assert torch.neuron.current_device() == 0
     with pytest.raises(RuntimeError, match="invalid neuron device index"):
         torch.neuron.set_device(7)
     torch.neuron.synchronize()
+
+
+def test_one_neuroncore_per_process_is_said_plainly():
+    for make in (
+        lambda: torch.ones(2, device="neuron:1"),
+        lambda: torch.ones(2).to("neuron:2"),
+        lambda: torch.neuron.set_device(1),
+    ):
+        with pytest.raises(RuntimeError, match="one NeuronCore per process.*torchrun"):
+            make()
+    assert torch.ones(2, device="neuron:0").device == torch.device("neuron", 0)

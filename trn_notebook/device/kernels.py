@@ -96,6 +96,7 @@ def empty_memory_format(
     memory_format: torch.memory_format | None = None,
 ) -> torch.Tensor:
     """``aten::empty.memory_format`` on the device (only contiguous/preserve formats, as on Trainium)."""
+    _check_index(device)
     dtype = _check_dtype("empty", dtype)
     if memory_format not in (None, torch.contiguous_format, torch.preserve_format):
         raise RuntimeError(
@@ -114,10 +115,23 @@ def empty_strided(
     pin_memory: bool | None = None,
 ) -> torch.Tensor:
     """``aten::empty_strided`` on the device; channels_last strides are stored contiguous (the only format)."""
+    _check_index(device)
     dtype = _check_dtype("empty_strided", dtype)
     if len(size) in (4, 5) and _is_channels_last(size, stride):
         return empty(tuple(size), dtype)  # e.g. a channels_last CPU tensor moved with .to("neuron")
     return empty(tuple(size), dtype, tuple(stride))
+
+
+ONE_DEVICE = (
+    "trn_notebook simulates one NeuronCore per process: use 'neuron' (= neuron:0). TorchNeuron runs one "
+    "device per process too; for several cores, start one process per core (torchrun)"
+)
+
+
+def _check_index(device: Any) -> None:
+    """Refuse ``neuron:N`` for N > 0 with the reason (see :data:`ONE_DEVICE`)."""
+    if device is not None and (torch.device(device).index or 0) != 0:
+        raise RuntimeError(f"{torch.device(device)} is not available: {ONE_DEVICE}")
 
 
 def _is_channels_last(size: list[int], stride: list[int]) -> bool:

@@ -41,6 +41,10 @@ def current_device() -> int:
 def _check_index(index: int) -> int:
     if not 0 <= index < device_count():
         raise RuntimeError(f"invalid neuron device index {index}; this chip has {device_count()} devices")
+    if index != 0:
+        from .kernels import ONE_DEVICE
+
+        raise RuntimeError(f"neuron:{index} is not available in this process: {ONE_DEVICE}")
     return index
 
 
