@@ -19,6 +19,42 @@ from .ops import OPS
 ALIGN = 64
 
 
+def reorder(g: Graph) -> Graph:
+    """Move each pointwise op, view or reduction up to just after the op producing its last input.
+
+    Only a move next to a matmul, pointwise op or view is made (where fusion can use it); the node
+    still follows every input, so the order stays topological. This lets ``fuse``, which groups
+    contiguous runs, catch chains that AOT Autograd interleaved with unrelated ops.
+    """
+    position: dict[str, int] = {}
+    new: list[Node] = []
+    hoisted: set[int] = set()  # ids of nodes placed by a move
+    for n in g.nodes:
+        kind = OPS[n.op].kind
+        refs = [r for r in n.refs() if r in position]
+        target = len(new)
+        if kind in ("pointwise", "view", "reduction") and refs:
+            last = max(position[r] for r in refs)
+            producer_kind = OPS[new[last].op].kind
+            fusible = producer_kind in ("matmul", "pointwise", "view")
+            if fusible and not (kind == "reduction" and producer_kind == "matmul"):
+                target = last + 1
+                while target < len(new) and id(new[target]) in hoisted:
+                    target += 1
+        new.insert(target, n)
+        if target != len(new) - 1:
+            hoisted.add(id(n))
+            for i in range(target, len(new)):
+                for o in new[i].outs:
+                    if o:
+                        position[o] = i
+        else:
+            for o in n.outs:
+                if o:
+                    position[o] = target
+    return g.with_nodes(new)
+
+
 # library kernels that reduce along a dimension: a pointwise chain may fuse into them like into a reduction
 _REDUCING_LIBRARY = frozenset({"layer_norm", "group_norm", "batch_norm", "batch_norm_no_training"})
 

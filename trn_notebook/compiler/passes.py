@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .fusion import fuse, plan_memory
+from .fusion import fuse, plan_memory, reorder
 from .ir import DType, Graph, Node, Ref, TensorType, map_refs
 from .ops import OPS, RANDOM_OPS
 from .text import format_value
@@ -274,6 +274,7 @@ PASSES: tuple[tuple[str, Pass], ...] = (
     ("cse", cse),
     ("legalize_dtypes", legalize_dtypes),
     ("legalize_layout", legalize_layout),
+    ("reorder", reorder),
     ("fuse", fuse),
     ("plan_memory", plan_memory),
 )
