@@ -1,4 +1,4 @@
-"""Fusion into kernels and liveness-based memory planning (the last two passes).
+"""Reordering for fusion, fusion into kernels and liveness-based memory planning (the last three passes).
 
 Fusion is greedy over the node order, so every kernel is a contiguous run of nodes (convex by
 construction): a pointwise node joins the open kernel when one of its inputs is produced there;

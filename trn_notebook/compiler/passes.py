@@ -267,7 +267,7 @@ def legalize_layout(g: Graph) -> Graph:
     return g.with_nodes(nodes + body, outputs)
 
 
-# The pipeline, in order. Fusion and memory planning live in fusion.py.
+# The pipeline, in order. Reordering, fusion and memory planning live in fusion.py.
 PASSES: tuple[tuple[str, Pass], ...] = (
     ("decompose", decompose),
     ("dce", dce),
