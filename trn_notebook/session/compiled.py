@@ -256,7 +256,7 @@ def compile_cell(
         out = fn(*args)
         call_s = time.perf_counter() - t0
     except compiler.GraphBreakError as exc:
-        raise _cell_lines(exc, filename, describe_source) from exc
+        raise _cell_lines(exc, filename, describe_source) from None  # the message has it all; drop dynamo internals
     finally:
         if on_progress is not None:
             compiler.progress.remove_listener(on_progress)
