@@ -576,3 +576,34 @@ def test_explain_accepts_a_compiled_callable_from_the_namespace(ip, compiler):
     with pytest.raises(UsageError) as info:
         line(ip, "explain never_compiled")
     assert "no neuron compilation recorded" in str(info.value)
+
+
+# -- the library behind the magics, without IPython ---------------------------------------------------
+def test_library_functions_work_without_ipython():
+    from trn_notebook import session
+    from trn_notebook.status import status
+
+    card = session.use_device("neuron", chip="trn2", fusion=False)
+    assert torch.get_default_device().type == "neuron" and ("eager fusion", "off") in card.fields
+    x = torch.ones(32, 32)
+    timing = session.timeit(lambda: x @ x, number=2, repeat=2, warmup=0, statement="x @ x")
+    assert (timing.loops, timing.repeats, len(timing.wall_s)) == (2, 2, 2) and timing.device_s[0] > 0
+    assert "neuron:0" in status().text()
+    assert "aten::mm" in session.ops().text()
+    assert "device memory" in session.memory().text()
+    assert session.parse_options(["a=1", "b=2.5", "c=true", "d=text"]) == {"a": 1, "b": 2.5, "c": True, "d": "text"}
+    with pytest.raises(ValueError, match="KEY=VALUE"):
+        session.parse_options(["novalue"])
+    with pytest.raises(ValueError, match="unknown device"):
+        session.use_device("tpu")
+    with pytest.raises(ValueError, match="-n and -r"):
+        session.timeit(lambda: None, number=0)
+    torch.set_default_device("cpu")
+
+
+def test_compile_report_hints_when_inputs_are_on_the_cpu(ip, compiler):
+    from trn_notebook.session import compile_cell as library_compile
+
+    ip.user_ns["cpu_in"] = torch.ones(3)
+    report = library_compile("cpu_out = cpu_in + 1", ip.user_ns, name="cpu_inputs")
+    assert any("CPU tensors" in n for n in report.notes) and "cpu_in" in report.text()

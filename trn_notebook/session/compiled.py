@@ -17,6 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
+
 from ..device.clocks import clocks
 from ..results import Card, Result, Table, fmt_s
 from .cellfunc import VALUE_NAME, CellFunction, rewrite_cell
@@ -283,4 +285,16 @@ def compile_cell(
         device_s=float(clocks.snapshot()["sim_device_s"] - device_before),
         describe_source=describe_source,
         value=value,
+        notes=_input_notes(cell.params, args),
     )
+
+
+def _input_notes(params: tuple[str, ...], args: list[Any]) -> list[str]:
+    """A hint when every tensor input lives on the CPU (the graph then runs on no device time)."""
+    tensors = [p for p, a in zip(params, args) if isinstance(a, torch.Tensor)]
+    if tensors and not any(a.device.type == "neuron" for a in args if isinstance(a, torch.Tensor)):
+        return [
+            f"the inputs ({', '.join(tensors)}) are CPU tensors: create them after `%trn device neuron` "
+            "or move them with .to('neuron') to run on the device"
+        ]
+    return []
