@@ -31,6 +31,7 @@ def ip():
 @pytest.fixture(autouse=True)
 def clean(ip):
     render.prefer_widgets = False
+    torch.set_default_device("cpu")  # whatever an earlier test module left behind
     config = get_config()
     chip = get_chip()
     ip.run_cell("import torch")
