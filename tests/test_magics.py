@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib.util
 import re
-import time
 
 import pytest
 import torch
@@ -281,9 +280,11 @@ def test_eager_report_object_has_window_figures():
 
 
 def test_eager_strict_makes_a_fallback_fail_the_outer_cell(ip):
-    result = ip.run_cell("%%trn eager --strict\ns = torch.linalg.det(torch.eye(2))")
+    ip.user_ns.pop("strict_out", None)
+    result = ip.run_cell("%%trn eager --strict\nstrict_out = torch.linalg.det(torch.eye(2))")
     assert not result.success
-    assert "s" not in ip.user_ns or ip.user_ns.get("s") is None or result.error_in_exec is not None
+    assert "strict mode is on" in str(result.error_in_exec) and "aten::_linalg_det" in str(result.error_in_exec)
+    assert "strict_out" not in ip.user_ns
     assert get_config().strict is False
 
 
@@ -342,11 +343,9 @@ def test_post_run_cell_refreshes_the_snapshot_only_when_something_changed(ip):
     run(ip, "grown = torch.ones(100, device='neuron')")
     snap2, changed = state_snapshot()
     assert not changed  # the hook already refreshed it after the cell
-    assert snap2["memory_allocated"] > snap["memory_allocated"] or snap2 is not snap
-    t0 = time.perf_counter()
-    for _ in range(100):
-        state_snapshot()
-    assert time.perf_counter() - t0 >= 0  # timing is a benchmark figure, not asserted here
+    assert snap2 is not snap and snap2["memory_allocated"] == allocator.counters.allocated
+    assert snap2["memory_allocated"] > snap["memory_allocated"]
+    assert state_snapshot()[0] is snap2  # nothing moved: the same payload, not recomputed
 
 
 def test_status_payload_has_every_status_bar_field():
