@@ -55,7 +55,7 @@ class OpResult:
     backward: Tally | None = None
     aten_ops: dict[str, str] = field(default_factory=dict)  # base op -> category seen in the placement log
     crashed: str = ""
-    variants: dict[str, Tally] = field(default_factory=dict)  # float32 "out", "inplace", "print" checks
+    variants: dict[str, Tally] = field(default_factory=dict)  # float32 "noncontig", "out", "inplace", "print"
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-serialisable dict (the worker protocol of :mod:`~trn_notebook.compat.isolate`)."""
@@ -321,6 +321,14 @@ def _variant_checks(opinfo: Any, sample: Any, tallies: dict[str, Tally], seed: i
         "inplace": lambda on_device: inplace_sample(opinfo, sample, on_device, cmp),
         "print": lambda on_device: print_check(_call(opinfo, on_device)),
     }
+    try:  # the same sample with non-contiguous inputs (strided host views, strided fresh outputs)
+        outcome = _forward_sample(opinfo, sample.noncontiguous(), torch.float32, seed)
+    except Exception as exc:
+        outcome = _short(exc)
+    if isinstance(outcome, str) and FLOAT64_REASON not in outcome:
+        outcome = "noncontiguous: " + outcome
+    if outcome is not False and not (isinstance(outcome, str) and FLOAT64_REASON in outcome):
+        tallies.setdefault("noncontig", Tally()).add(outcome)
     for kind, check in checks.items():
         torch.manual_seed(seed)
         try:

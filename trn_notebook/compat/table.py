@@ -26,12 +26,13 @@ COLUMNS = [
     "backward",
     "forward_samples",
     "backward_samples",
+    "noncontig",
     "out",
     "inplace",
     "print",
     "aten_ops",
 ]
-_VARIANTS = ("out", "inplace", "print")
+_VARIANTS = ("noncontig", "out", "inplace", "print")
 _WORST = ("unsupported", "cpu_fallback", "native", "host_only")
 
 
