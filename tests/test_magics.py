@@ -607,3 +607,20 @@ def test_compile_report_hints_when_inputs_are_on_the_cpu(ip, compiler):
     ip.user_ns["cpu_in"] = torch.ones(3)
     report = library_compile("cpu_out = cpu_in + 1", ip.user_ns, name="cpu_inputs")
     assert any("CPU tensors" in n for n in report.notes) and "cpu_in" in report.text()
+
+
+def test_rewrite_scopes_walrus_except_and_conditional_names():
+    ns = {"data": [1, 2, 3], "flag": False, "old": 5}
+    src = (
+        "if flag:\n    old = 0\n"
+        "found = [y for v in data if (y := v * 2) > 2]\n"
+        "try:\n    1 / 0\nexcept ZeroDivisionError as err:\n    caught = type(err).__name__\n"
+        "def inner(a):\n    return a + len(data)\n"
+    )
+    cell = rewrite_cell(src, ns)
+    assert set(cell.params) == {"flag", "data", "old"}  # old may stay unassigned: it comes in
+    assert "err" not in cell.results and "v" not in cell.results
+    assert {"old", "y", "found", "caught", "inner"} <= set(cell.results)
+    out = dict(zip(cell.results, cell.make(ns)(*[ns[p] for p in cell.params])))
+    assert out["old"] == 5 and out["found"] == [4, 6] and out["y"] == 6 and out["caught"] == "ZeroDivisionError"
+    assert out["inner"](1) == 4

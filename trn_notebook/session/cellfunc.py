@@ -20,12 +20,6 @@ from typing import Any
 FUNC_NAME = "__trn_cell__"
 VALUE_NAME = "__trn_value__"
 
-_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
-_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
-_CONDITIONAL = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.Try, ast.Match) + (
-    (ast.TryStar,) if hasattr(ast, "TryStar") else ()
-)
-
 
 class CellRewriteError(ValueError):
     """The cell uses a construct that cannot become a function body; the message says what to do."""
