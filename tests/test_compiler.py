@@ -221,3 +221,11 @@ def test_int64_token_ids_are_downcast_and_an_embedding_still_matches_eager():
     with pytest.warns(UserWarning, match="i64"):
         out = trn_notebook.compile(emb.to("neuron"))(ids.to("neuron"))
     torch.testing.assert_close(out.detach().cpu(), ref.detach())
+
+
+def test_torch_compile_with_backend_neuron_is_explained_by_its_module_name():
+    compiled = torch.compile(mlp(), backend="neuron")
+    compiled(torch.randn(4, 16)).sum().backward()
+    assert [r["model_name"] for r in compile_log.snapshot()] == ["Sequential", "Sequential"]
+    assert "TensorE" in explain(compiled).stages["schedule"]
+    assert list(shape_log.snapshot()["Sequential"]["signatures"]) == ["f32[4,16]"]

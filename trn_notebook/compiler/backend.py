@@ -113,24 +113,34 @@ def _graph_breaks(gm: torch.fx.GraphModule) -> list[dict[str, str]]:
 
 
 def _guess_model_name() -> str:
+    """The compiled module's class name or the function's name, from dynamo's root frame."""
     try:
         from torch._dynamo.symbolic_convert import InstructionTranslator
 
         tx = InstructionTranslator.current_tx()
-        name = tx.f_code.co_name
-        this = tx.f_locals.get("self") if hasattr(tx, "f_locals") else None
-        if name == "forward" and this is not None:
-            return type(this).__name__
-        return name
+        f_locals = getattr(tx, "f_locals", {}) or {}
+        for key in ("self", "fn", "mod"):  # torch's call wrappers hold the module or function here
+            obj = f_locals.get(key)
+            obj = getattr(obj, "__self__", obj)
+            if isinstance(obj, torch.nn.Module):
+                return type(obj).__name__
+            if key == "fn" and callable(obj) and hasattr(obj, "__name__"):
+                return str(obj.__name__)
+        return tx.f_code.co_name
     except Exception:
         return "graph"
 
 
 def _user_inputs(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> list[tuple[str, torch.Tensor]]:
+    """The tensors the user passed (not parameters or buffers), named after dynamo's placeholders."""
     found = []
     for node, x in zip((n for n in gm.graph.nodes if n.op == "placeholder"), example_inputs):
-        if isinstance(x, torch.Tensor) and node.name.startswith("L_") and "self" not in node.name:
-            found.append((node.name[2:].rstrip("_"), x))
+        name = node.name
+        if not isinstance(x, torch.Tensor) or isinstance(x, torch.nn.Parameter) or not name.lower().startswith("l_"):
+            continue
+        if any(part in name for part in ("_parameters_", "_buffers_", "self_")):
+            continue
+        found.append((name[2:].rstrip("_").replace("args_", "arg"), x))
     return found
 
 
