@@ -204,3 +204,10 @@ def test_mode_with_out_tensors_matches_cpu() -> None:
     assert got[0] is values
     expected = torch.mode(x, 1)
     assert torch.equal(values.cpu(), expected.values) and torch.equal(indices.cpu(), expected.indices)
+
+
+def test_pin_memory_then_non_blocking_copy_matches_cpu() -> None:
+    x = torch.randn(3, 4)
+    pinned = x.pin_memory()
+    assert pinned.is_cpu and torch.equal(pinned, x)
+    assert torch.equal(pinned.to("neuron", non_blocking=True).cpu(), x)

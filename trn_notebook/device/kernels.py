@@ -306,6 +306,19 @@ def to_copy(self: torch.Tensor, **kwargs: Any) -> torch.Tensor:
 _TO_COPY = torch.ops.aten._to_copy.default
 
 
+def pin_memory(self: torch.Tensor, device: Any = None) -> torch.Tensor:
+    """``aten::_pin_memory`` (CPU) for the neuron device: a plain host copy, as the simulator has no pinned pool.
+
+    ``x.pin_memory()`` otherwise raises: a Python backend cannot register a pinned-memory allocator.
+    """
+    if device is None or torch.device(device).type in ("neuron", "privateuseone"):
+        return self.clone()
+    return _PIN_MEMORY._op_dk(torch._C.DispatchKey.CompositeExplicitAutograd, self, device)
+
+
+_PIN_MEMORY = torch.ops.aten._pin_memory.default
+
+
 def neuron_storage(nbytes: int) -> torch.UntypedStorage:
     """A fresh neuron UntypedStorage of ``nbytes`` (PyTorch's constructor would segfault without a C++ allocator)."""
     host = torch.UntypedStorage(nbytes, device="cpu")
@@ -333,6 +346,7 @@ def register_kernels(lib: torch.library.Library) -> list[str]:
     for name, fn in direct.items():
         lib.impl(name, fn, "PrivateUse1")
         names.append(name)
+    lib.impl("_pin_memory", pin_memory, "CPU")  # pinning happens on a CPU tensor, for the neuron device
     for name in HOT_OPS + CPU_KERNEL_OPS:
         base, _, overload = name.partition(".")
         packet = getattr(torch.ops.aten, base)
