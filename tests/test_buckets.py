@@ -158,3 +158,10 @@ def test_suggest_policy_respects_the_budget_and_beats_powers_of_two_on_padding()
     assert suggest_policy([5, 5, 5], 4).buckets() == [5]
     with pytest.raises(ValueError, match="at least 1"):
         suggest_policy([5], 0)
+
+
+def test_every_bucket_compiles_even_beyond_dynamos_default_recompile_limit():
+    runner = bucketed(lambda input_ids: input_ids + 1, dims={"input_ids": 0}, policy="step:1:1-12")
+    for n in range(1, 13):
+        assert runner(torch.zeros(n)).tolist() == [1.0] * n
+    assert len(compile_log.snapshot()) == 12

@@ -157,6 +157,10 @@ class BucketedCallable:
         if not isinstance(self._policy, BucketPolicy):
             raise TypeError(f"policy must be a BucketPolicy or a spec string, got {type(value).__name__}")
         shape_log.set_policy(self.name, str(self._policy))
+        # one graph per bucket must fit under dynamo's recompile limit (default 8), or later buckets run eagerly
+        cfg = torch._dynamo.config
+        if cfg.recompile_limit < len(self._policy.sizes) + 1:
+            cfg.recompile_limit = len(self._policy.sizes) + 1
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         bound = self._sig.bind_partial(*args, **kwargs)
