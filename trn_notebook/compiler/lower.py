@@ -85,12 +85,10 @@ class _Lowerer:
             return DType(DTYPE_NAMES[v])
         if isinstance(v, list | tuple):
             return [self.const(x, node) for x in v]
-        if isinstance(v, bool | int | float | str) or v is None:
-            if isinstance(v, float | int) and not isinstance(v, bool) and type(v) not in (int, float):
-                v = float(v) if isinstance(v, float) else int(v)
+        if isinstance(v, bool | str) or v is None:
             return v
-        if isinstance(v, torch.memory_format):
-            return v
+        if isinstance(v, int | float):  # plain Python numbers (numpy scalars and the like normalised)
+            return float(v) if isinstance(v, float) else int(v)
         raise LoweringError(f"{node.target}: argument {v!r} ({type(v).__name__}) cannot be lowered")
 
     def call(self, node: torch.fx.Node) -> Node | None:
