@@ -229,3 +229,20 @@ def test_torch_compile_with_backend_neuron_is_explained_by_its_module_name():
     assert [r["model_name"] for r in compile_log.snapshot()] == ["Sequential", "Sequential"]
     assert "TensorE" in explain(compiled).stages["schedule"]
     assert list(shape_log.snapshot()["Sequential"]["signatures"]) == ["f32[4,16]"]
+
+
+def test_a_running_graph_reserves_its_planned_scratch_memory_on_the_device():
+    from trn_notebook.device.runtime import allocator
+
+    def chain(x):
+        return ((x * 2).exp() @ x).relu().sum(0)
+
+    compiled = trn_notebook.compile(chain)
+    x = torch.randn(256, 256, device="neuron")
+    compiled(x)
+    exe_scratch = compile_log.snapshot()[0]["modeled_peak_bytes"]
+    torch.neuron.reset_peak_memory_stats()
+    base = allocator.counters.allocated
+    compiled(x)
+    assert allocator.counters.peak_allocated - base >= exe_scratch - 256 * 4 - 1024
+    assert allocator.counters.allocated - base < exe_scratch  # released after the launch

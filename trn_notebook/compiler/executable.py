@@ -3,7 +3,9 @@
 On the device it takes the host views of the neuron arguments once, runs the program's closures
 on them with CPU torch (intermediates stay plain host tensors, no allocator round trips), adopts
 the outputs as device memory with ``runtime.wrap``, and charges the clocks and the placement log
-once for the whole graph (``graph:<name>``) with the schedule's modeled device time.
+once for the whole graph (``graph:<name>``) with the schedule's modeled device time. While it
+runs, the planned scratch arena is reserved in the simulated HBM, so memory counters and OOMs see
+the graph's working set.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import torch
 from ..device import costmodel
 from ..device.clocks import clocks
 from ..device.placement import placement_log
-from ..device.runtime import host_view, wrap
+from ..device.runtime import allocator, host_view, wrap
 from .codegen import Program
 from .compile_log import compile_log
 from .ir import Graph
@@ -41,6 +43,10 @@ class Executable:
         # graph outputs that are graph inputs are returned as the caller's own tensor objects
         index = {name: i for i, (name, _) in enumerate(graph.inputs)}
         self.passthrough = tuple(-1 if o is None else index.get(o.name, -1) for o in graph.outputs)
+        # the planned arena minus what the outputs occupy: scratch HBM reserved while the graph runs
+        types = graph.types()
+        out_bytes = sum(t.nbytes for o in graph.outputs if o is not None and (t := types.get(o.name)) is not None)
+        self.scratch_bytes = max(0, schedule.peak_bytes - out_bytes)
 
     def __call__(self, args: list[Any]) -> list[Any]:
         t0 = _perf()
@@ -49,7 +55,12 @@ class Executable:
             self._count(_perf() - t0)
             return outs
         hosts = [host_view(a) if isinstance(a, torch.Tensor) and not a.is_cpu else a for a in args]
-        outs = self.program(hosts)
+        scratch = allocator.malloc(self.scratch_bytes) if self.scratch_bytes else None
+        try:
+            outs = self.program(hosts)
+        finally:
+            if scratch is not None:
+                allocator.free(scratch)
         result: list[Any] = []
         for o, p in zip(outs, self.passthrough):
             if p >= 0:
