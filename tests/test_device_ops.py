@@ -174,3 +174,17 @@ def test_fake_neuron_tensors_print_without_touching_device_memory():
         fake = mode.from_tensor(torch.ones(2, device=N))
         text = repr(fake)
     assert "FakeTensor" in text and "neuron" in text
+
+
+def test_attention_runs_the_fused_flash_kernel_forward_and_backward(fresh_device):
+    from trn_notebook.device import placement_log
+
+    q = torch.randn(2, 4, 16, 8, requires_grad=True)
+    qn = q.detach().to(N).requires_grad_()
+    F.scaled_dot_product_attention(q, q, q, is_causal=True).sum().backward()
+    F.scaled_dot_product_attention(qn, qn, qn, is_causal=True).sum().backward()
+    torch.testing.assert_close(qn.grad.cpu(), q.grad)
+    ops = placement_log.snapshot()
+    assert ops["_scaled_dot_product_flash_attention_for_cpu"][0] == "native"
+    assert "_scaled_dot_product_flash_attention_for_cpu_backward" in ops
+    assert "bmm" not in ops  # not the math decomposition

@@ -220,6 +220,7 @@ def register() -> None:
         from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
 
         from . import module as device_module
+        from .attention import register_attention
         from .dispatch import run_op
         from .guard import NeuronDeviceGuard, NeuronHooks
         from .kernels import register_kernels
@@ -232,6 +233,7 @@ def register() -> None:
         lib_fallback.fallback(run_op, "PrivateUse1")
         lib = torch.library.Library("aten", "IMPL")
         register_kernels(lib)
+        register_attention(lib)
         _libs.extend([lib_fallback, lib])
         _register_autocast(lib_fallback)
         _patch_printing()
