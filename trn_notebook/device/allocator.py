@@ -59,7 +59,7 @@ def segment_size(block: int) -> int:
     return -(-block // SMALL_SEGMENT) * SMALL_SEGMENT
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Block:
     """A range of a segment; ``free`` blocks are cached for reuse."""
 
@@ -72,7 +72,7 @@ class Block:
     next: Block | None = None
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Segment:
     """A reservation from the (simulated) runtime."""
 

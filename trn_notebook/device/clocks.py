@@ -11,11 +11,51 @@ Events (op, graph, transfer, sync) land in a bounded timeline usable as Chrome/P
 from __future__ import annotations
 
 import threading
+from array import array
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
 TIMELINE_CAPACITY = 20_000
+
+
+class EventRing:
+    """A bounded timeline of ``(kind, name, start_s, duration_s)`` events without per-event objects.
+
+    A deque of tuples would keep up to 20,000 GC-tracked tuples alive and make the garbage
+    collector's full passes cost ~4 µs per op; names and kinds are shared strings and the times go
+    into preallocated float arrays, so recording allocates nothing the collector tracks.
+    """
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.kinds: list[str | None] = [None] * capacity
+        self.names: list[str | None] = [None] * capacity
+        self.starts = array("d", bytes(8 * capacity))
+        self.durations = array("d", bytes(8 * capacity))
+        self.count = 0
+
+    def append(self, kind: str, name: str, start: float, duration: float) -> None:
+        """Record one event, overwriting the oldest when full."""
+        i = self.count % self.capacity
+        self.kinds[i] = kind
+        self.names[i] = name
+        self.starts[i] = start
+        self.durations[i] = duration
+        self.count += 1
+
+    def __len__(self) -> int:
+        return min(self.count, self.capacity)
+
+    def snapshot(self) -> list[tuple[str, str, float, float]]:
+        """The retained events, oldest first."""
+        n = len(self)
+        first = self.count - n
+        out = []
+        for k in range(first, self.count):
+            i = k % self.capacity
+            out.append((self.kinds[i], self.names[i], self.starts[i], self.durations[i]))
+        return out  # type: ignore[return-value]
 
 
 @dataclass
@@ -30,7 +70,7 @@ class ClockState:
     launches: int = 0
     fused_groups: int = 0
     in_group: int = 0  # ops in the current adaptive-fusion group (0 = no open group)
-    events: deque[tuple[Any, ...]] = field(default_factory=lambda: deque(maxlen=TIMELINE_CAPACITY))
+    events: EventRing = field(default_factory=lambda: EventRing(TIMELINE_CAPACITY))
     sync_log: deque[tuple[str, str, float]] = field(default_factory=lambda: deque(maxlen=2_000))
 
 
@@ -51,13 +91,13 @@ class Clocks:
             st.device_busy_s += device_s
             st.wall_s += wall_s
             st.launches += 1
-            st.events.append((kind, name, start, device_s))
+            st.events.append(kind, name, start, device_s)
 
     def host_work(self, name: str, host_s: float, wall_s: float) -> None:
         """Charge host-only time (a CPU fallback's compute or a transfer the host waits for)."""
         st = self.state
         with self.lock:
-            st.events.append(("host", name, st.sim_host_s, host_s))
+            st.events.append("host", name, st.sim_host_s, host_s)
             st.sim_host_s += host_s
             st.wall_s += wall_s
 
@@ -72,7 +112,7 @@ class Clocks:
             st.sync_points += 1
             st.in_group = 0
             st.sync_log.append((reason, where, st.sim_host_s))
-            st.events.append(("sync", reason, st.sim_host_s, 0.0))
+            st.events.append("sync", reason, st.sim_host_s, 0.0)
             return wait
 
     def snapshot(self) -> dict[str, float | int]:
@@ -97,7 +137,7 @@ class Clocks:
     def chrome_trace(self) -> dict[str, Any]:
         """The timeline as Chrome/Perfetto trace JSON (``traceEvents``; µs; tid 0 device, 1 host)."""
         with self.lock:
-            events = list(self.state.events)
+            events = self.state.events.snapshot()
         trace = []
         for kind, name, start, dur in events:
             if kind == "sync":

@@ -90,8 +90,20 @@ def _release(ptr: int) -> None:
         allocator.free(entry[2])
 
 
-def _finalizer(ptr: int):
-    return lambda _ref: _release(ptr)
+class _StorageRef(weakref.ref):  # type: ignore[type-arg]
+    """Weak reference to a neuron storage that remembers its pointer (one object, no closure, per storage)."""
+
+    __slots__ = ("ptr",)
+
+
+def _on_storage_death(ref: _StorageRef) -> None:
+    _release(ref.ptr)
+
+
+def _storage_ref(st: torch.UntypedStorage, ptr: int) -> _StorageRef:
+    ref = _StorageRef(st, _on_storage_death)
+    ref.ptr = ptr
+    return ref
 
 
 def new_storage(host: torch.UntypedStorage, block: Block | None = None) -> torch.UntypedStorage:
@@ -106,7 +118,7 @@ def new_storage(host: torch.UntypedStorage, block: Block | None = None) -> torch
     if block is None and state.accounting:
         block = allocator.malloc(nbytes)
     st = _construct_storage(ptr, DEVICE, nbytes)
-    _owners[ptr] = [host, weakref.ref(st, _finalizer(ptr)), block, {}]
+    _owners[ptr] = [host, _storage_ref(st, ptr), block, None]
     return st
 
 
@@ -177,6 +189,8 @@ def cached_host_view(t: torch.Tensor) -> torch.Tensor:
         return host_view(t)
     key = (t.storage_offset(), t.shape, t.stride(), t.dtype)
     views = entry[3]
+    if views is None:
+        views = entry[3] = {}
     view = views.get(key)
     if view is None:
         if len(views) > 64:
