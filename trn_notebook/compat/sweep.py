@@ -246,7 +246,11 @@ def _forward_sample(opinfo: Any, sample: Any, dtype: torch.dtype, seed: int) -> 
             if not moved:
                 return False
             torch.manual_seed(seed)
-            actual = _call(opinfo, on_device)
+            before = placement_log.snapshot()
+            try:
+                actual = _call(opinfo, on_device)
+            finally:
+                _note_reached(opinfo, before)
         except Exception as exc:
             error = error or _short(exc)
             if FLOAT64_REASON not in error:
@@ -345,7 +349,7 @@ def run_op(name: str, quick: bool = False) -> OpResult:
     """Sweep one OpInfo entry in-process; never raises for a failing sample."""
     opinfo = _op_db()[name]
     result = OpResult(name, opinfo.aten_name or opinfo.name)
-    before = placement_log.snapshot()
+    _reached.clear()
     supported = opinfo.supported_dtypes("cpu")
     limit = QUICK_SAMPLES if quick else None
     for dtype in SWEEP_DTYPES:
@@ -379,10 +383,36 @@ def run_op(name: str, quick: bool = False) -> OpResult:
             tally.add("sample generation failed: " + _short(exc))
         if tally.total:
             result.backward = tally
-    after = placement_log.snapshot()
-    for op, entry in after.items():
-        if op in _TRANSFERS and op != result.aten_name:
-            continue  # moving samples to the device and results back is not the op under test
-        if entry[1] > (before[op][1] if op in before else 0):
-            result.aten_ops[op] = entry[0]
+    result.aten_ops = dict(_reached)
     return result
+
+
+_reached: dict[str, str] = {}  # aten ops (-> category) that the op's forward calls reached on the device
+_CONVERSIONS = frozenset(
+    [
+        "to",
+        "type_as",
+        "float",
+        "double",
+        "half",
+        "bfloat16",
+        "bool",
+        "byte",
+        "char",
+        "int",
+        "long",
+        "short",
+        "cfloat",
+        "cdouble",
+        "chalf",
+    ]
+)
+
+
+def _note_reached(opinfo: Any, before: dict[str, Any]) -> None:
+    name = opinfo.aten_name or opinfo.name
+    for op, entry in placement_log.snapshot().items():
+        if op in _TRANSFERS and op != name and name not in _CONVERSIONS:
+            continue  # copies of inputs and results are not the op under test (unless it is a conversion)
+        if entry[1] > (before[op][1] if op in before else 0):
+            _reached[op] = entry[0]

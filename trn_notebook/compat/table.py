@@ -129,6 +129,8 @@ def reason_of(error: str) -> str:
         return "float64/complex128 created on the device (rejected by design)"
     if "Sparse" in error or "sparse" in error:
         return "sparse layouts (not supported on neuron)"
+    if "only contiguous memory format" in error:
+        return "channels_last memory format requested explicitly (rejected by design, as on TorchNeuron)"
     if error.startswith("mismatch"):
         return "mismatch vs CPU"
     return re.split(r"[:(]", error, maxsplit=1)[0] or error
