@@ -18,6 +18,8 @@ import torch
 import torch.fx
 import torch.nn.functional as F
 
+from ..device.attention import flash_applies
+
 _original = F.scaled_dot_product_attention
 _lock = threading.Lock()
 _flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
@@ -34,14 +36,7 @@ def flash_or_default(
     enable_gqa: bool = False,
 ) -> torch.Tensor:
     """``F.scaled_dot_product_attention`` that uses the fused flash kernel when it applies."""
-    if (
-        query.dim() == 4
-        and dropout_p == 0.0
-        and not enable_gqa
-        and query.shape == key.shape == value.shape
-        and query.dtype == key.dtype == value.dtype
-        and (attn_mask is None or attn_mask.dtype == query.dtype)
-    ):
+    if flash_applies(query, key, value, attn_mask, dropout_p, enable_gqa):
         return _flash(query, key, value, 0.0, is_causal, attn_mask=attn_mask, scale=scale)[0]
     return _original(query, key, value, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa)
 

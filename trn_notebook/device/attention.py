@@ -17,6 +17,25 @@ _flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
 _math = torch.ops.aten._scaled_dot_product_attention_math.default
 
 
+def flash_applies(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attn_mask: torch.Tensor | None,
+    dropout_p: float,
+    enable_gqa: bool,
+) -> bool:
+    """True when ATen's fused flash-attention kernel computes this attention call exactly."""
+    return (
+        dropout_p == 0.0
+        and not enable_gqa
+        and query.dim() == 4
+        and query.shape == key.shape == value.shape
+        and query.dtype == key.dtype == value.dtype
+        and (attn_mask is None or attn_mask.dtype == query.dtype)
+    )
+
+
 def sdpa(
     query: torch.Tensor,
     key: torch.Tensor,
@@ -28,14 +47,7 @@ def sdpa(
     enable_gqa: bool = False,
 ) -> Any:
     """SDPA for neuron tensors: the fused flash kernel when it applies, else the math decomposition."""
-    if (
-        dropout_p == 0.0
-        and not enable_gqa
-        and query.dim() == 4
-        and query.shape == key.shape == value.shape
-        and query.dtype == key.dtype == value.dtype
-        and (attn_mask is None or attn_mask.dtype == query.dtype)
-    ):
+    if flash_applies(query, key, value, attn_mask, dropout_p, enable_gqa):
         return _flash(query, key, value, 0.0, is_causal, attn_mask=attn_mask, scale=scale)[0]
     return _math(query, key, value, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa)[0]
 

@@ -51,14 +51,7 @@ def set_chip(name: str = "trn2", *, cores: int | None = None, hbm_bytes: int | N
     spec = get_chip_spec(name)
     if cores is not None:
         spec = with_cores(spec, cores)
-    capacity = hbm_bytes or _config.get_config().hbm_bytes or spec.device_hbm_bytes
-    with allocator.lock:
-        if capacity < allocator.counters.reserved:
-            raise ValueError(
-                f"capacity {capacity} B is below the {allocator.counters.reserved} B already reserved; "
-                "free tensors and call torch.neuron.empty_cache() first"
-            )
-        allocator.capacity = capacity
+    _set_capacity(hbm_bytes or _config.get_config().hbm_bytes or spec.device_hbm_bytes)
     state.chip = spec
     return spec
 
@@ -73,7 +66,10 @@ def set_memory_capacity(nbytes: int | None) -> int:
 
     Raises ``ValueError`` if it is below the memory already reserved.
     """
-    capacity = nbytes if nbytes is not None else state.chip.device_hbm_bytes
+    return _set_capacity(nbytes if nbytes is not None else state.chip.device_hbm_bytes)
+
+
+def _set_capacity(capacity: int) -> int:
     with allocator.lock:
         if capacity < allocator.counters.reserved:
             raise ValueError(
