@@ -211,3 +211,13 @@ def test_pin_memory_then_non_blocking_copy_matches_cpu() -> None:
     pinned = x.pin_memory()
     assert pinned.is_cpu and torch.equal(pinned, x)
     assert torch.equal(pinned.to("neuron", non_blocking=True).cpu(), x)
+
+
+@pytest.mark.parametrize("fn", [torch.nn.functional.silu, torch.nn.functional.mish])
+def test_bfloat16_activation_backward_matches_cpu_kernels(fn) -> None:
+    x = (torch.randn(1000) * 4).bfloat16().requires_grad_()
+    g = torch.randn(1000).bfloat16()
+    (expected,) = torch.autograd.grad(fn(x), x, g)
+    xn = _neuron(x.detach()).requires_grad_()
+    (got,) = torch.autograd.grad(fn(xn), xn, _neuron(g))
+    assert torch.equal(got.cpu(), expected)

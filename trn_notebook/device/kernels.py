@@ -77,6 +77,8 @@ CPU_KERNEL_OPS = (
     "native_group_norm",
     "native_group_norm_backward",
     "mode.values",  # the generic out= kernel refuses devices other than CPU/CUDA/XPU
+    "silu_backward",
+    "mish_backward",
 )
 
 
