@@ -1,0 +1,46 @@
+"""Repository rules that are cheap to check: lint, formatting, file size, no pickle, no CDN."""
+
+from __future__ import annotations
+
+import ast
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "trn_notebook"
+
+
+def _ruff(*args: str) -> subprocess.CompletedProcess:
+    exe = shutil.which("ruff") or str(Path(sys.executable).parent / "ruff")
+    return subprocess.run([exe, *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+
+def test_ruff_lint_and_format_are_clean():
+    lint = _ruff("check", ".", "--output-format", "concise")
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    fmt = _ruff("format", "--check", ".")
+    assert fmt.returncode == 0, fmt.stdout + fmt.stderr
+
+
+@pytest.mark.parametrize("path", sorted(PACKAGE.rglob("*.py")), ids=lambda p: str(p.relative_to(ROOT)))
+def test_modules_stay_small_and_never_unpickle(path: Path):
+    text = path.read_text(encoding="utf-8")
+    assert text.count("\n") <= 500, "one noun per file: split modules before 500 lines (STYLE.md)"
+    for node in ast.walk(ast.parse(text)):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names = [node.module]
+        assert not {n.split(".")[0] for n in names} & {"pickle", "dill", "cloudpickle", "marshal"}, path
+
+
+def test_shipped_front_end_code_has_no_cdn_urls():
+    for path in [*PACKAGE.rglob("*.js"), *(ROOT / "labextension" / "src").rglob("*.ts")]:
+        text = path.read_text(encoding="utf-8", errors="replace")
+        for host in ("cdn.", "esm.sh", "unpkg.com", "jsdelivr"):
+            assert host not in text, f"{path} loads code from {host}"
