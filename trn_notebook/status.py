@@ -36,7 +36,13 @@ def _compile_entries() -> list[dict[str, Any]]:
 
 def current_device() -> str:
     """``"neuron:0"`` when new tensors go to the neuron device by default, else that device (``"cpu"``)."""
-    dev = torch.get_default_device()
+    # torch.get_default_device() allocates a tensor to find the index of an index-less default device
+    # (which would log an op on every refresh); read the default-device mode directly instead.
+    from torch.overrides import _get_current_function_mode_stack
+    from torch.utils._device import DeviceContext
+
+    mode = next((m for m in reversed(_get_current_function_mode_stack()) if isinstance(m, DeviceContext)), None)
+    dev = torch.device(mode.device) if mode is not None else torch.device("cpu")
     if dev.type in ("privateuseone", "neuron"):
         return f"neuron:{dev.index or 0}"
     return str(dev)

@@ -68,5 +68,5 @@ def use_device(
         changes["eager_fusion"] = fusion
     if changes:
         set_config(**changes)
-    torch.set_default_device("neuron")
+    torch.set_default_device(torch.device("neuron", 0))  # with an index: get_default_device() then allocates nothing
     return device_card()

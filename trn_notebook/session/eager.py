@@ -135,7 +135,7 @@ class EagerWindow:
         self._config.__enter__()
         self._prev_device = torch.get_default_device()
         if self.on_device:
-            torch.set_default_device("neuron")
+            torch.set_default_device(torch.device("neuron", 0))
         self._memory_scope = allocator.phase_scope(self._phase)
         self._memory_scope.__enter__()
         self._ops = placement_log.snapshot()
