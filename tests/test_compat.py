@@ -221,3 +221,12 @@ def test_bfloat16_activation_backward_matches_cpu_kernels(fn) -> None:
     xn = _neuron(x.detach()).requires_grad_()
     (got,) = torch.autograd.grad(fn(xn), xn, _neuron(g))
     assert torch.equal(got.cpu(), expected)
+
+
+def test_channels_last_request_on_the_device_is_refused_where_it_is_made() -> None:
+    x = _neuron(torch.randn(1, 3, 4, 4))
+    with pytest.raises(RuntimeError, match="only contiguous memory format.*aten::clone"):
+        x.contiguous(memory_format=torch.channels_last)
+    with pytest.raises(RuntimeError, match="only contiguous memory format"):
+        x.to(memory_format=torch.channels_last)
+    assert x.clone(memory_format=torch.contiguous_format).is_contiguous()

@@ -28,6 +28,7 @@ from .runtime import cached_host_view, host_view, rebind, state, wrap
 _perf = time.perf_counter
 _Tensor = torch.Tensor
 _NUMBERS = (int, float, bool, complex)
+_CHANNELS_LAST = (torch.channels_last, torch.channels_last_3d)
 
 
 class NeuronFallbackWarning(UserWarning):
@@ -161,6 +162,11 @@ def run_op(op: torch._ops.OpOverload, *args: Any, **kwargs: Any) -> Any:
                 kw[k] = torch.device("cpu")
             elif k == "dtype" and v in REJECTED_DTYPES and not allow64:
                 raise _reject_dtype(info.name, v)
+            elif k == "memory_format" and v in _CHANNELS_LAST:  # e.g. x.contiguous(memory_format=...)
+                raise RuntimeError(
+                    f"neuron supports only contiguous memory format, got {v} (aten::{info.name}); drop "
+                    "memory_format=torch.channels_last (TorchNeuron rejects it too)"
+                )
             elif isinstance(v, list) and v and isinstance(v[0], _Tensor):
                 hl = []
                 for x in v:
