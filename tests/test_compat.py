@@ -166,7 +166,7 @@ def test_compatibility_table_runs_isolated_and_flags_a_dying_worker() -> None:
     from trn_notebook.compat.isolate import run_isolated
 
     df = compatibility_table("eye,logical_not", quick=True)
-    assert list(df["op"]) == ["logical_not", "eye"] or set(df["op"]) == {"eye", "logical_not"}
+    assert set(df["op"]) == {"eye", "logical_not"}
     assert set(df["forward"]) == {"pass"}
     assert {"op", "category", "dtypes_passing", "dtypes_failing", "first_error", "forward", "backward"} <= set(df)
     dead = run_isolated(["abs", "__no_such_op__"], quick=True)  # the worker dies on the unknown name
