@@ -8,6 +8,7 @@ in-memory and disk caches, records one compile-log entry, and returns an :class:
 
 from __future__ import annotations
 
+import atexit
 import gc
 import logging
 import re
@@ -79,7 +80,20 @@ def register() -> None:
         if neuron_module is not None:
             neuron_module.get_dynamo_metrics = get_dynamo_metrics
             neuron_module.reset_dynamo_metrics = reset_dynamo_metrics
+        atexit.register(_release_dynamo_caches)
         _registered = True
+
+
+def _release_dynamo_caches() -> None:
+    """At exit, drop dynamo's caches while namespaces still exist.
+
+    Compiled notebook functions leave ``__builtins_dict___N`` entries whose weakref callbacks would
+    otherwise run after IPython cleared the namespace and print "Exception ignored … KeyError".
+    """
+    try:
+        torch._dynamo.reset()
+    except Exception:  # interpreter teardown: nothing useful left to report
+        pass
 
 
 def _new_recompile_reasons() -> list[str]:
