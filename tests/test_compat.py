@@ -230,3 +230,27 @@ def test_channels_last_request_on_the_device_is_refused_where_it_is_made() -> No
     with pytest.raises(RuntimeError, match="only contiguous memory format"):
         x.to(memory_format=torch.channels_last)
     assert x.clone(memory_format=torch.contiguous_format).is_contiguous()
+
+
+def test_float32_pinv_and_matrix_rank_run_on_the_host_with_gradients() -> None:
+    x = torch.randn(4, 3)
+    xn = _neuron(x).requires_grad_()
+    pinv = torch.linalg.pinv(xn)  # its decomposition builds float64 tolerances: computed on the host
+    assert pinv.device.type == "neuron"
+    torch.testing.assert_close(pinv.detach().cpu(), torch.linalg.pinv(x))
+    g = torch.randn(3, 4)
+    (got,) = torch.autograd.grad(pinv, xn, _neuron(g))
+    xc = x.clone().requires_grad_()
+    (expected,) = torch.autograd.grad(torch.linalg.pinv(xc), xc, g)
+    torch.testing.assert_close(got.cpu(), expected)
+    assert torch.linalg.matrix_rank(_neuron(x)).item() == torch.linalg.matrix_rank(x).item()
+    assert {"aten::linalg_pinv", "aten::linalg_matrix_rank"} <= set(trn_notebook.get_fallback_ops())
+
+
+def test_renorm_backward_runs_on_the_host_and_matches_cpu() -> None:
+    x = torch.randn(3, 4)
+    xn, xc = _neuron(x).requires_grad_(), x.clone().requires_grad_()
+    (got,) = torch.autograd.grad(torch.renorm(xn, 2, 0, 1.0).sum(), xn)  # its backward builds a float64 norm
+    (expected,) = torch.autograd.grad(torch.renorm(xc, 2, 0, 1.0).sum(), xc)
+    assert got.device.type == "neuron"
+    torch.testing.assert_close(got.cpu(), expected)

@@ -223,6 +223,7 @@ def register() -> None:
         from .attention import register_attention
         from .dispatch import run_op
         from .guard import NeuronDeviceGuard, NeuronHooks
+        from .host_ops import register_host_composites
         from .kernels import register_kernels
 
         if existing == "privateuseone":
@@ -234,6 +235,7 @@ def register() -> None:
         lib = torch.library.Library("aten", "IMPL")
         register_kernels(lib)
         register_attention(lib)
+        register_host_composites(lib)
         _libs.extend([lib_fallback, lib])
         _register_autocast(lib_fallback)
         _patch_printing()
