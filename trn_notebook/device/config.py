@@ -21,6 +21,9 @@ import dataclasses
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
 def _flag(env: dict[str, str], name: str, default: bool = False) -> bool:
@@ -67,14 +70,19 @@ def get_config() -> DeviceConfig:
     return _current
 
 
+def replace_fields(obj: T, changes: dict[str, object], what: str) -> T:
+    """``dataclasses.replace`` that names the valid fields when one is unknown (raises ``TypeError``)."""
+    valid = {f.name for f in dataclasses.fields(obj)}  # type: ignore[arg-type]
+    unknown = set(changes) - valid
+    if unknown:
+        raise TypeError(f"unknown {what} {sorted(unknown)}; valid: {sorted(valid)}")
+    return dataclasses.replace(obj, **changes)  # type: ignore[type-var]
+
+
 def set_config(**changes: object) -> DeviceConfig:
     """Replace fields of the configuration in force; raises ``TypeError`` on an unknown field."""
     global _current
-    valid = {f.name for f in dataclasses.fields(DeviceConfig)}
-    unknown = set(changes) - valid
-    if unknown:
-        raise TypeError(f"unknown device config field(s) {sorted(unknown)}; valid fields: {sorted(valid)}")
-    _current = dataclasses.replace(_current, **changes)  # type: ignore[arg-type]
+    _current = replace_fields(_current, changes, "device config field(s)")
     return _current
 
 

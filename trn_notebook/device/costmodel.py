@@ -6,13 +6,13 @@ A device op costs ``launch + max(flops / peak(dtype), bytes / hbm_bandwidth)`` (
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
 
 import torch
 
 from .chips import ChipSpec
+from .config import replace_fields
 
 
 @dataclass(frozen=True)
@@ -49,11 +49,7 @@ def get_cost_constants() -> CostConstants:
 def set_cost_constants(**changes: float) -> CostConstants:
     """Override cost constants by name; raises ``TypeError`` on an unknown name."""
     global _constants
-    valid = {f.name for f in dataclasses.fields(CostConstants)}
-    unknown = set(changes) - valid
-    if unknown:
-        raise TypeError(f"unknown cost constant(s) {sorted(unknown)}; valid: {sorted(valid)}")
-    _constants = dataclasses.replace(_constants, **changes)  # type: ignore[arg-type]
+    _constants = replace_fields(_constants, dict(changes), "cost constant(s)")
     return _constants
 
 
