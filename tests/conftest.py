@@ -23,3 +23,19 @@ def fresh_device():
     yield
     allocator.capacity = capacity
     torch.set_default_device(default_device)
+
+
+@pytest.fixture
+def fresh_compiler(tmp_path, fresh_device):
+    """Own compile-cache dir, empty compile/shape logs, no compiled frames left over from other tests."""
+    from trn_notebook.compiler import backend, compile_log, contracts, shape_log
+    from trn_notebook.compiler.config import override
+
+    torch._dynamo.reset()
+    backend.clear_memory_cache()
+    compile_log.reset()
+    shape_log.reset()
+    contracts._warned_modes.clear()
+    with override(cache_dir=str(tmp_path / "cache")):
+        yield
+    torch._dynamo.reset()

@@ -8,19 +8,9 @@ import pytest
 import torch
 import torch.nn as nn
 
-from trn_notebook.compiler import BucketPolicy, backend, bucketed, compile_log, shape_log, suggest_policy, tune
-from trn_notebook.compiler.config import override
+from trn_notebook.compiler import BucketPolicy, bucketed, compile_log, shape_log, suggest_policy, tune
 
-
-@pytest.fixture(autouse=True)
-def fresh_compiler(tmp_path, fresh_device):
-    torch._dynamo.reset()
-    backend.clear_memory_cache()
-    compile_log.reset()
-    shape_log.reset()
-    with override(cache_dir=str(tmp_path / "cache")):
-        yield
-    torch._dynamo.reset()
+pytestmark = pytest.mark.usefixtures("fresh_compiler")
 
 
 # -- policies -------------------------------------------------------------------------------------

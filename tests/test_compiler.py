@@ -7,22 +7,12 @@ import torch
 import torch.nn as nn
 
 import trn_notebook
-from trn_notebook.compiler import backend, compile_log, explain, progress, shape_log
+from trn_notebook.compiler import compile_log, explain, progress, shape_log
 from trn_notebook.compiler.config import override
 from trn_notebook.device import clocks, placement_log
 from trn_notebook.device import override as device_override
 
-
-@pytest.fixture(autouse=True)
-def fresh_compiler(tmp_path, fresh_device):
-    """Own cache dir, empty logs, no compiled frames left over from other tests."""
-    torch._dynamo.reset()
-    backend.clear_memory_cache()
-    compile_log.reset()
-    shape_log.reset()
-    with override(cache_dir=str(tmp_path / "cache")):
-        yield
-    torch._dynamo.reset()
+pytestmark = pytest.mark.usefixtures("fresh_compiler")
 
 
 def mlp() -> nn.Module:

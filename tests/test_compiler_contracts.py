@@ -8,21 +8,12 @@ import pytest
 import torch
 
 import trn_notebook
-from trn_notebook.compiler import backend, compile_log, contracts
+from trn_notebook.compiler import compile_log
 from trn_notebook.compiler.api import GraphBreakError
 from trn_notebook.compiler.config import override
 from trn_notebook.compiler.contracts import DynamicShapesError, NeuronCompileFallbackWarning
 
-
-@pytest.fixture(autouse=True)
-def fresh_compiler(tmp_path, fresh_device):
-    torch._dynamo.reset()
-    backend.clear_memory_cache()
-    compile_log.reset()
-    contracts._warned_modes.clear()
-    with override(cache_dir=str(tmp_path / "cache")):
-        yield
-    torch._dynamo.reset()
+pytestmark = pytest.mark.usefixtures("fresh_compiler")
 
 
 def double(x):

@@ -10,20 +10,11 @@ import pytest
 import torch
 
 import trn_notebook
-from trn_notebook.compiler import backend, compile_log, explain
+from trn_notebook.compiler import compile_log, explain
 from trn_notebook.compiler.api import GraphBreakError
-from trn_notebook.compiler.config import override
 from trn_notebook.device import clocks
 
-
-@pytest.fixture(autouse=True)
-def fresh_compiler(tmp_path, fresh_device):
-    torch._dynamo.reset()
-    backend.clear_memory_cache()
-    compile_log.reset()
-    with override(cache_dir=str(tmp_path / "cache")):
-        yield
-    torch._dynamo.reset()
+pytestmark = pytest.mark.usefixtures("fresh_compiler")
 
 
 def test_a_new_length_compiles_a_new_graph_and_says_why():

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import re
 import shlex
+from collections.abc import Callable
 from typing import NoReturn
 
 from IPython.core.error import UsageError
@@ -42,24 +43,21 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(message or f"{self.prog}: invalid arguments")
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
+def _int_at_least(minimum: int, what: str) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {value}")
+        return value
+
+    return parse
 
 
-def _nonnegative(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer ≥ 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer ≥ 0, got {value}")
-    return value
+_positive = _int_at_least(1, "a positive integer")
+_nonnegative = _int_at_least(0, "an integer ≥ 0")
 
 
 def build_parser() -> Parser:
