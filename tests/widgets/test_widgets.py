@@ -597,7 +597,7 @@ def test_executed_notebook_keeps_static_figures_and_widget_state(tmp_path: Any) 
     import nbformat
     from nbclient import NotebookClient
 
-    repo = Path(__file__).resolve().parents[1]
+    repo = Path(__file__).resolve().parents[2]
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nb.cells = [

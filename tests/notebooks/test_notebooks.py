@@ -9,7 +9,7 @@ import pytest
 
 from trn_notebook.quickstart import run_notebook, summary_text
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 NOTEBOOKS = sorted(p.name for p in EXAMPLES.glob("*.ipynb"))
 
 

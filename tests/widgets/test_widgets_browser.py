@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from browser_utils import (
+
+from tests.browser_utils import (
     launch_chromium,
     needs_chromium,
     open_notebook,

@@ -18,7 +18,7 @@ from typing import Any
 
 import comm
 import pytest
-from browser_utils import (
+from tests.browser_utils import (
     REPO_ROOT,
     labextension_dir,
     launch_chromium,
