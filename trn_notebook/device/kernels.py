@@ -209,11 +209,15 @@ def resize_(t: torch.Tensor, size: list[int], memory_format: Any = None) -> torc
 
 
 def set_source_storage_offset(
-    t: torch.Tensor, source: torch.UntypedStorage, offset: int, size: list[int], stride: list[int]
+    t: torch.Tensor, source: torch.UntypedStorage, offset: int, size: list[int], stride: list[int] | None = None
 ) -> torch.Tensor:
     """``aten::set_.source_Storage_storage_offset``: metadata only (used by torch.load and deepcopy)."""
     if source.device.type != "neuron":
         raise RuntimeError("set_ on a neuron tensor needs a neuron storage; move it with .to('neuron')")
+    if not stride:  # the schema's default `stride=[]` (0-dim tensors, or contiguous) arrives omitted
+        stride = [1] * len(size)
+        for i in range(len(size) - 2, -1, -1):
+            stride[i] = stride[i + 1] * max(size[i + 1], 1)
     _set_storage(_CPU_KEYSET, t, source, offset, tuple(size), tuple(stride))
     return t
 

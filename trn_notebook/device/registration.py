@@ -241,6 +241,9 @@ def register() -> None:
         _patch_printing()
         _patch_storage_constructor()
         _patch_pin_memory()
+        from .tying import install as keep_parameters_on_conversion
+
+        keep_parameters_on_conversion()
         if "torch._dynamo" in sys.modules:
             skip_dynamo_tracing()
         _registered = True
