@@ -236,3 +236,33 @@ def test_a_running_graph_reserves_its_planned_scratch_memory_on_the_device():
     compiled(x)
     assert allocator.counters.peak_allocated - base >= exe_scratch - 256 * 4 - 1024
     assert allocator.counters.allocated - base < exe_scratch  # released after the launch
+
+
+@pytest.mark.parametrize("mask_kind", ["bool", "float_grad", "causal"])
+def test_compiled_attention_masks_match_cpu(fresh_compiler, mask_kind):
+    import torch.nn.functional as F
+
+    torch.manual_seed(3)
+    q, k, v = (torch.randn(2, 4, 6, 8) for _ in range(3))
+    mask = torch.rand(6, 6) > 0.4 if mask_kind == "bool" else torch.randn(1, 4, 6, 6)
+    mask[..., 0] = True if mask_kind == "bool" else mask[..., 0]
+
+    def f(q, k, v, m):
+        if mask_kind == "causal":
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=m)
+
+    def run(fn, device):
+        leaves = [t.detach().to(device).requires_grad_(True) for t in (q, k, v)]
+        m = mask.detach().to(device)
+        if mask_kind == "float_grad":
+            m.requires_grad_(True)
+        out = fn(*leaves, m)
+        out.sum().backward()
+        grads = [t.grad.cpu() for t in leaves] + ([m.grad.cpu()] if m.requires_grad else [])
+        return [out.detach().cpu(), *grads]
+
+    ref = run(f, "cpu")
+    got = run(torch.compile(f, backend="neuron"), "neuron")
+    for r, g in zip(ref, got, strict=True):
+        torch.testing.assert_close(g, r, rtol=1e-5, atol=1e-5)

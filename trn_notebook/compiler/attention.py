@@ -3,8 +3,9 @@
 On ``neuron`` fake tensors, ``scaled_dot_product_attention`` would decompose into its math form
 (bmm, softmax, bmm and their backward), which then runs as separate kernels. A real compiler maps
 attention to a hand-written fused kernel; we pick ATen's flash-attention op (which has an
-autograd formula, so AOT Autograd emits its backward kernel too) whenever it applies: 4-d q/k/v of
-one shape and no dropout. Everything else keeps torch's own choice.
+autograd formula, so AOT Autograd emits its backward kernel too) whenever ATen's CPU selection
+would (no dropout, no mask requiring grad, ...; see ``device/attention.py``). Everything else keeps
+torch's own composite (math path).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import torch
 import torch.fx
 import torch.nn.functional as F
 
-from ..device.attention import flash_applies
+from ..device.attention import additive_mask, flash_applies
 
 _original = F.scaled_dot_product_attention
 _lock = threading.Lock()
@@ -36,8 +37,9 @@ def flash_or_default(
     enable_gqa: bool = False,
 ) -> torch.Tensor:
     """``F.scaled_dot_product_attention`` that uses the fused flash kernel when it applies."""
-    if flash_applies(query, key, value, attn_mask, dropout_p, enable_gqa):
-        return _flash(query, key, value, 0.0, is_causal, attn_mask=attn_mask, scale=scale)[0]
+    if flash_applies(query, key, value, attn_mask, dropout_p, enable_gqa, is_causal, scale):
+        mask = additive_mask(attn_mask, query.dtype)  # the fused kernel takes additive masks only
+        return _flash(query, key, value, dropout_p, is_causal, attn_mask=mask, scale=scale)[0]
     return _original(query, key, value, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa)
 
 

@@ -1,10 +1,17 @@
-"""Attention on the device: ``scaled_dot_product_attention`` runs the fused flash kernel.
+"""Attention on the device: ``scaled_dot_product_attention`` picks its kernel exactly as PyTorch's CPU does.
 
 TorchNeuron documents SDPA as native, backed by flash-attention kernels. PyTorch's SDPA picks a
-fused kernel only for devices with a registered choice stub, so on a PrivateUse1 device it would
-decompose into the math path (bmm, softmax, bmm): slower here and unlike the real device. An
-``AutogradPrivateUse1`` kernel sends eligible calls to ATen's flash-attention op (whose autograd
-formula gives the fused backward) and everything else to the math path.
+fused kernel only for devices with a registered (C++) choice stub, so on a PrivateUse1 device it
+would always decompose into the math path. An ``AutogradPrivateUse1`` kernel replaces the composite
+and does what ATen's composite does on the CPU, in the same order:
+
+1. a boolean mask becomes an additive float mask in the query's dtype (``True`` = attend, ``False``
+   = ``-inf``), as ``convert_boolean_attn_mask`` does; the fused and math kernels take additive masks
+   only (a bool mask passed to them straight is silently wrong);
+2. the kernel is chosen by ATen's own CPU selection (``aten::_fused_sdp_choice`` on tiny CPU probes
+   with the same shapes, dtypes, last-dim stride kind and ``requires_grad``): flash attention unless a
+   constraint rules it out (dropout, a mask that requires grad such as T5's learned position bias,
+   unsupported shapes...), else the math path (GQA, dropout and ``is_causal`` + mask included).
 """
 
 from __future__ import annotations
@@ -13,27 +20,79 @@ from typing import Any
 
 import torch
 
+from torch.utils._python_dispatch import _disable_current_modes
+
 _flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
 _math = torch.ops.aten._scaled_dot_product_attention_math.default
+_choice = torch.ops.aten._fused_sdp_choice.default
+FLASH = 1  # torch.nn.attention.SDPBackend.FLASH_ATTENTION
+
+
+def additive_mask(attn_mask: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
+    """A boolean mask (True = attend) as ATen's composite converts it: 0 where True, -inf where False."""
+    if attn_mask is None or attn_mask.dtype != torch.bool:
+        return attn_mask
+    zero = torch.zeros((), dtype=dtype, device=attn_mask.device)
+    return zero.masked_fill(attn_mask.logical_not(), float("-inf"))
+
+
+def _probe(t: torch.Tensor | None) -> torch.Tensor | None:
+    """A tiny real CPU tensor with ``t``'s shape, dtype, last-dim stride kind and ``requires_grad``.
+
+    ATen's CPU selection reads only those (its stride check is on the last dimension), so the probe
+    needs no copy of the data and works for fake tensors while the compiler traces too.
+    """
+    if t is None:
+        return None
+    last = t.stride(-1) if t.dim() else 1
+    n = t.shape[-1] if t.dim() else 1
+    step = 1 if last == 1 or n <= 1 else 2
+    base = torch.empty(max(n, 1) * step, dtype=t.dtype, device="cpu")
+    probe = base.as_strided(tuple(t.shape), (0,) * (t.dim() - 1) + ((step,) if t.dim() else ()))
+    if t.requires_grad and probe.is_floating_point():
+        probe = probe.detach().requires_grad_(True)
+    return probe
+
+
+def choose_kernel(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attn_mask: torch.Tensor | None,
+    dropout_p: float,
+    is_causal: bool,
+    scale: float | None,
+    enable_gqa: bool,
+) -> int:
+    """The ``SDPBackend`` value ATen's CPU selection picks for these inputs (mask already additive)."""
+    with _disable_current_modes():  # probes are plain CPU tensors even while the compiler traces
+        return int(
+            _choice(
+                _probe(query),
+                _probe(key),
+                _probe(value),
+                _probe(attn_mask),
+                dropout_p,
+                is_causal,
+                scale=scale,
+                enable_gqa=enable_gqa,
+            )
+        )
 
 
 def flash_applies(
     query: torch.Tensor,
     key: torch.Tensor,
     value: torch.Tensor,
-    attn_mask: torch.Tensor | None,
-    dropout_p: float,
-    enable_gqa: bool,
+    attn_mask: torch.Tensor | None = None,
+    dropout_p: float = 0.0,
+    enable_gqa: bool = False,
+    is_causal: bool = False,
+    scale: float | None = None,
 ) -> bool:
-    """True when ATen's fused flash-attention kernel computes this attention call exactly."""
-    return (
-        dropout_p == 0.0
-        and not enable_gqa
-        and query.dim() == 4
-        and query.shape == key.shape == value.shape
-        and query.dtype == key.dtype == value.dtype
-        and (attn_mask is None or attn_mask.dtype == query.dtype)
-    )
+    """True when the fused flash-attention kernel is chosen for this call (as on the CPU)."""
+    mask = additive_mask(attn_mask, query.dtype)
+    return choose_kernel(query, key, value, mask, dropout_p, is_causal, scale, enable_gqa) == FLASH
 
 
 def sdpa(
@@ -46,10 +105,11 @@ def sdpa(
     scale: float | None = None,
     enable_gqa: bool = False,
 ) -> Any:
-    """SDPA for neuron tensors: the fused flash kernel when it applies, else the math decomposition."""
-    if flash_applies(query, key, value, attn_mask, dropout_p, enable_gqa):
-        return _flash(query, key, value, 0.0, is_causal, attn_mask=attn_mask, scale=scale)[0]
-    return _math(query, key, value, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa)[0]
+    """SDPA for neuron tensors: the kernel CPU PyTorch would choose; raises what the CPU raises."""
+    mask = additive_mask(attn_mask, query.dtype)
+    if choose_kernel(query, key, value, mask, dropout_p, is_causal, scale, enable_gqa) == FLASH:
+        return _flash(query, key, value, dropout_p, is_causal, attn_mask=mask, scale=scale)[0]
+    return _math(query, key, value, mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa)[0]
 
 
 def register_attention(lib: torch.library.Library) -> None:
