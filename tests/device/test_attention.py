@@ -33,7 +33,7 @@ def attention_case(draw):
 
 
 def _inputs(case):
-    b, hq, hk, lq, lk, d, gqa, mask_kind, causal, dropout, dtype, seed = case
+    b, hq, hk, lq, lk, d, _gqa, mask_kind, _causal, _dropout, dtype, seed = case
     g = torch.Generator().manual_seed(seed)
     q = torch.randn(b, hq, lq, d, generator=g).to(dtype)
     k = torch.randn(b, hk, lk, d, generator=g).to(dtype)
@@ -51,7 +51,7 @@ def _inputs(case):
 
 
 def _run(device, case):
-    *_, gqa, mask_kind, causal, dropout, dtype, seed = case
+    *_, gqa, mask_kind, causal, dropout, _dtype, seed = case
     q, k, v, mask = _inputs(case)
     leaves = [t.to(device).requires_grad_(True) for t in (q, k, v)]
     m = None

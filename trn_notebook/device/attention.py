@@ -19,7 +19,6 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-
 from torch.utils._python_dispatch import _disable_current_modes
 
 _flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
