@@ -200,6 +200,8 @@ def run_op(op: torch._ops.OpOverload, *args: Any, **kwargs: Any) -> Any:
     t1 = _perf()
     try:
         out = op(*hargs, **kwargs)
+    except NotImplementedError as exc:  # the CPU kernel lacks this dtype (e.g. histc on int32)
+        out = _missing_cpu_dtype(op, info, hargs, kwargs, exc)
     except RuntimeError as exc:  # a wrapped Python scalar arrives unwrapped, and this op takes no numbers
         if "Expected a value of type 'Tensor'" not in str(exc):
             raise
@@ -214,6 +216,44 @@ def run_op(op: torch._ops.OpOverload, *args: Any, **kwargs: Any) -> Any:
     if state.accounting:
         _account(info, category, result, pairs, in_bytes, dtype, cpu_s, _perf() - t0)
     return result
+
+
+# Ops whose device kernels (CUDA, Neuron) accept integer inputs although the CPU kernel does not:
+# computed in float32 on the host and cast back (exact for counts below 2**24), as CUDA returns them.
+UPCAST_INTEGER_INPUTS = frozenset({"histc"})
+
+
+def _missing_cpu_dtype(
+    op: torch._ops.OpOverload, info: _OpInfo, hargs: list[Any], kwargs: dict[str, Any], exc: NotImplementedError
+) -> Any:
+    """An op/dtype pair with no CPU kernel: upcast where the device supports it, else a clear error."""
+    if "not implemented for" not in str(exc):
+        raise exc
+    dtypes = sorted({str(a.dtype) for a in hargs if isinstance(a, _Tensor)})
+    where = user_frame()
+    line = f"{where[0]}:{where[1]}" if where else "unknown"
+    ints = [a for a in hargs if isinstance(a, _Tensor) and not a.is_floating_point() and not a.is_complex()]
+    if info.name in UPCAST_INTEGER_INPUTS and ints and kwargs.get("out") is None:
+        dtype = ints[0].dtype
+        key = f"upcast:{info.name}:{dtype}"
+        if key not in _warned:
+            _warned.add(key)
+            warnings.warn_explicit(
+                f"aten::{info.name} on {dtype}: the CPU has no kernel for it, so the neuron device computes it in "
+                f"float32 and returns {dtype} (as CUDA does); shown once",
+                NeuronFallbackWarning,
+                where[0] if where else "<unknown>",
+                where[1] if where else 0,
+                "trn_notebook",
+            )
+        up = [a.float() if isinstance(a, _Tensor) and a.dtype == dtype else a for a in hargs]
+        out = op(*up, **kwargs)
+        return out.to(dtype) if isinstance(out, _Tensor) else out
+    raise NotImplementedError(
+        f"aten::{info.name} has no kernel for {', '.join(dtypes)} on the CPU, so the neuron device cannot run it "
+        f"either (called from {line}). Cast the input first (e.g. x.float()) or run this step on the CPU. "
+        f"PyTorch said: {str(exc).splitlines()[0]}"
+    ) from exc
 
 
 def _numbers_as_tensors(info: _OpInfo, hargs: list[Any]) -> list[Any]:
