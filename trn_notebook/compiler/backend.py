@@ -26,7 +26,7 @@ from .artifacts import Bundle, artifacts
 from .compile_log import compile_log, get_dynamo_metrics, reset_dynamo_metrics
 from .executable import Executable
 from .ir import Graph
-from .lower import lower, user_source
+from .lower import lift_constants, lower, user_source
 from .passes import run_passes
 from .schedule import Schedule, build_schedule
 from .shape_log import shape_log, signature_of
@@ -295,6 +295,8 @@ class _Capture:
         self, name: str, kind: str, gm: torch.fx.GraphModule, specs: list[str], record: dict[str, Any], st: dict
     ) -> Executable:
         t = _perf()
+        gm, constants = lift_constants(gm)
+        specs = specs + [signature_of(c) for c in constants]
         aten_text = gm.graph.python_code("self").src  # no exec: cheaper than gm.code on a lazy module
         key = cache.make_key(aten_text, specs, self.opts.key_items())
         record["graph_id"] = key
@@ -328,7 +330,7 @@ class _Capture:
                 self._warn_downcast(graph, name)
         t2 = _perf()
         _emit("codegen", t, name)
-        exe = Executable(graph, schedule, record, self.on_device)
+        exe = Executable(graph, schedule, record, self.on_device, constants)
         st["codegen"] += (_perf() - t2) * 1e6
         if record["cache_result"] == "miss":
             t3 = _perf()

@@ -30,7 +30,14 @@ _perf = time.perf_counter
 class Executable:
     """A compiled graph; call it AOT-boxed style with a list of arguments."""
 
-    def __init__(self, graph: Graph, schedule: Schedule, record: dict[str, Any], on_device: bool) -> None:
+    def __init__(
+        self,
+        graph: Graph,
+        schedule: Schedule,
+        record: dict[str, Any],
+        on_device: bool,
+        constants: list[torch.Tensor] | None = None,
+    ) -> None:
         self._boxed_call = True  # an instance attribute: wrappers copy __dict__, not class attributes
         self.graph = graph
         self.schedule = schedule
@@ -38,6 +45,7 @@ class Executable:
         self.record = record
         self.on_device = on_device
         self.launch_name = f"graph:{record['graph_name']}"
+        self.constants = list(constants or ())  # lifted get_attr tensors: the graph's trailing inputs
         self.device_s = schedule.device_s
         self.host_s = costmodel.get_cost_constants().eager_host_dispatch_s
         # graph outputs that are graph inputs are returned as the caller's own tensor objects
@@ -50,6 +58,8 @@ class Executable:
 
     def __call__(self, args: list[Any]) -> list[Any]:
         t0 = _perf()
+        if self.constants:
+            args = [*args, *self.constants]
         if not self.on_device:
             outs = self.program(args)
             self._count(_perf() - t0)

@@ -3,6 +3,7 @@
 Each supported ATen overload maps to one IR op (``ops.LOWERINGS``); ``getitem`` on multi-result
 ops is resolved into the node's result names; device, layout and pin_memory arguments are
 dropped (the executable decides where bytes live); the user's source line is kept per node.
+Tensor constants (``get_attr``) are lifted into trailing inputs first (:func:`lift_constants`).
 Anything else raises :class:`LoweringError`, which names the op and says what to do.
 """
 
@@ -123,6 +124,51 @@ class _Lowerer:
             outs = (self.fresh(),)
             self.env[node] = outs[0]
         return Node(outs, types, op, args, tuple(kwargs), user_source(node))
+
+
+def _fetch_attr(gm: torch.nn.Module, target: str) -> Any:
+    obj: Any = gm
+    for part in target.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def lift_constants(gm: torch.fx.GraphModule) -> tuple[torch.fx.GraphModule, list[torch.Tensor]]:
+    """``gm`` with every ``get_attr`` tensor (``_tensor_constant0``, lifted constants, buffers AOT kept
+    as attributes) turned into a trailing graph input, and those tensors in input order.
+
+    The compiled graph stays data-free (its IR text and cache key hold no tensor values); the
+    executable appends the constants to its arguments on every call. ``gm`` itself is unchanged
+    (fallback execution runs it as is). Raises :class:`LoweringError` for a non-tensor attribute.
+    """
+    attrs = [n for n in gm.graph.nodes if n.op == "get_attr"]
+    if not attrs:
+        return gm, []
+    graph = torch.fx.Graph()
+    mapping: dict[torch.fx.Node, torch.fx.Node] = {}
+    consts: list[torch.Tensor] = []
+    for node in gm.graph.nodes:  # placeholders first, in their order
+        if node.op == "placeholder":
+            mapping[node] = graph.node_copy(node, lambda n: mapping[n])
+    seen: dict[str, torch.fx.Node] = {}
+    for node in attrs:
+        target = str(node.target)
+        value = _fetch_attr(gm, target)
+        if not isinstance(value, torch.Tensor):
+            raise LoweringError(
+                f"graph attribute {target} is a {type(value).__name__}, not a tensor; the neuron compiler lifts "
+                "only tensor constants into graph inputs"
+            )
+        if target not in seen:
+            ph = graph.placeholder("const_" + re.sub(r"\W", "_", target))
+            ph.meta["val"] = value
+            seen[target] = ph
+            consts.append(value)
+        mapping[node] = seen[target]
+    for node in gm.graph.nodes:
+        if node.op not in ("placeholder", "get_attr"):
+            mapping[node] = graph.node_copy(node, lambda n: mapping[n])
+    return torch.fx.GraphModule(gm, graph), consts
 
 
 def lower(gm: torch.fx.GraphModule, name: str) -> Graph:
