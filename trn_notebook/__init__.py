@@ -16,8 +16,11 @@ from .api import (  # noqa: E402
     phase,
     placement_summary,
     save_trace,
+    set_chip,
+    set_memory_capacity,
+    set_op_category,
 )
-from .device import get_chip, set_chip, set_memory_capacity, set_op_category  # noqa: E402
+from .device import get_chip  # noqa: E402
 from .migration import report  # noqa: E402
 from .portcheck import port_check  # noqa: E402
 
