@@ -16,9 +16,13 @@ from .api import (  # noqa: E402
     phase,
     placement_summary,
     save_trace,
+    set_chip,
+    set_memory_capacity,
+    set_op_category,
 )
-from .device import get_chip, set_chip, set_memory_capacity, set_op_category  # noqa: E402
+from .device import get_chip  # noqa: E402
 from .migration import report  # noqa: E402
+from .portcheck import port_check  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -94,6 +98,7 @@ __all__ = [
     "op_table",
     "phase",
     "placement_summary",
+    "port_check",
     "report",
     "save_trace",
     "set_chip",

@@ -1,4 +1,9 @@
-"""Public functions over the device's single sources of truth (placement log, memory, clocks)."""
+"""Public functions over the device's single sources of truth (placement log, memory, clocks).
+
+Placement is read through the live :class:`~trn_notebook.backends.Backend` (the simulator, or TorchNeuron on a
+Trn2, where cost columns say "not measured"); simulator-only features raise
+:class:`~trn_notebook.backends.SimulatorOnlyError` on hardware.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from . import backends
+from .backends.base import NOT_MEASURED
 from .device.allocator import allocator_timeline_columns
 from .device.clocks import clocks
 from .device.placement import CALLS, CATEGORY, DEVICE_S, placement_log
@@ -19,26 +26,51 @@ if TYPE_CHECKING:
 
 def get_fallback_ops() -> list[str]:
     """Names (``aten::op``) of the ops that fell back to the CPU since the last clear."""
-    return sorted(f"aten::{n}" for n, e in placement_log.snapshot().items() if e[CATEGORY] == "cpu_fallback")
+    return backends.current().fallback_ops()
 
 
-def get_executed_ops() -> dict[str, int]:
-    """Calls per op (``aten::op``) executed on the device since the last clear, all categories."""
-    return {f"aten::{n}": e[CALLS] for n, e in sorted(placement_log.snapshot().items())}
+def get_executed_ops() -> dict[str, int | None]:
+    """Calls per op (``aten::op``) executed on the device since the last clear (None: count not reported)."""
+    return backends.current().executed_ops()
 
 
 def clear_op_tracking() -> None:
     """Forget the placement log (ops, calls, costs, source lines)."""
-    placement_log.reset()
+    backends.current().clear_op_tracking()
 
 
 def op_table(snapshot: dict[str, tuple[Any, ...]] | None = None) -> pd.DataFrame:
-    """The placement log (or a snapshot of it) as a DataFrame sorted by modeled device time."""
-    return placement_log.frame(snapshot)
+    """The placement log (or a simulator snapshot of it) as a DataFrame sorted by modeled device time.
+
+    On hardware the cost, transfer and source columns hold "not measured".
+    """
+    backend = backends.current()
+    if snapshot is not None or backend.is_simulator:
+        return placement_log.frame(snapshot)
+    import pandas as pd
+
+    from .device.placement import COLUMNS
+
+    rows = [
+        [op.removeprefix("aten::")] + [NOT_MEASURED if v is None else v for v in row.values()]
+        for op, row in backend.placement().items()
+    ]
+    return pd.DataFrame(rows, columns=list(COLUMNS))
 
 
 def placement_summary(snapshot: dict[str, tuple[Any, ...]] | None = None) -> dict[str, Any]:
     """Calls and modeled device time by category, and the share of device time spent in fallbacks."""
+    backend = backends.current()
+    if snapshot is None and not backend.is_simulator:
+        calls_hw: dict[str, int | str] = {"native": 0, "cpu_fallback": 0}
+        ops_hw = dict.fromkeys(calls_hw, 0)
+        for row in backend.placement().values():
+            known = calls_hw.get(row["category"], 0)
+            calls_hw[row["category"]] = (
+                NOT_MEASURED if row["calls"] is None or known == NOT_MEASURED else known + row["calls"]
+            )  # type: ignore[operator]
+            ops_hw[row["category"]] = ops_hw.get(row["category"], 0) + 1
+        return {"calls": calls_hw, "ops": ops_hw, "device_s": NOT_MEASURED, "clocks": backends.NA}
     snap = placement_log.snapshot() if snapshot is None else snapshot
     calls = {"native": 0, "cpu_fallback": 0, "unsupported": 0, "host_only": 0}
     ops = dict.fromkeys(calls, 0)
@@ -51,7 +83,13 @@ def placement_summary(snapshot: dict[str, tuple[Any, ...]] | None = None) -> dic
 
 @contextlib.contextmanager
 def phase(name: str) -> Iterator[None]:
-    """Attribute device memory peaks inside the block to the named phase (``load``, ``warmup`` …)."""
+    """Attribute device memory peaks inside the block to the named phase (``load``, ``warmup`` …).
+
+    Raises :class:`~trn_notebook.backends.SimulatorOnlyError` on hardware.
+    """
+    backends.current().require_simulator(
+        "trn_notebook.phase", "torch.neuron.reset_peak_memory_stats() before the phase, max_memory_allocated() after"
+    )
     with allocator.phase_scope(name):
         yield
 
@@ -60,17 +98,69 @@ def save_trace(path: str | Path) -> Path:
     """Write the simulator's timeline (device ops, host work, sync points) as Chrome/Perfetto trace JSON.
 
     Open the file in https://ui.perfetto.dev or chrome://tracing. Times are the *modeled* clocks.
-    Raises ``OSError`` if the file cannot be written.
+    Raises ``OSError`` if the file cannot be written, ``SimulatorOnlyError`` on hardware.
     """
+    backends.current().require_simulator(
+        "trn_notebook.save_trace",
+        "torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]), "
+        "then prof.export_chrome_trace(path)",
+    )
     path = Path(path)
     path.write_text(json.dumps(clocks.chrome_trace()), encoding="utf-8")
     return path
 
 
 def memory_timeline() -> pd.DataFrame:
-    """The bounded memory timeline (seconds since start, allocated, active, reserved, phase)."""
+    """The bounded memory timeline (seconds since start, allocated, active, reserved, phase).
+
+    Raises :class:`~trn_notebook.backends.SimulatorOnlyError` on hardware.
+    """
+    backends.current().require_simulator(
+        "trn_notebook.memory_timeline", "sample torch.neuron.memory_stats() yourself, or take a memory snapshot"
+    )
     import pandas as pd
 
     with allocator.lock:
         rows = list(allocator.timeline)
     return pd.DataFrame(rows, columns=allocator_timeline_columns())
+
+
+def set_chip(name: str = "trn2", *, cores: int | None = None, hbm_bytes: int | None = None) -> Any:
+    """Select the simulator's chip model (see :func:`trn_notebook.device.set_chip`).
+
+    Raises ``ValueError`` for a bad chip/cores/capacity, ``SimulatorOnlyError`` on hardware.
+    """
+    backends.current().require_simulator(
+        "trn_notebook.set_chip", "nothing to set: the instance decides the chip (torch.neuron.get_device_properties(0))"
+    )
+    from .device import set_chip as device_set_chip
+
+    return device_set_chip(name, cores=cores, hbm_bytes=hbm_bytes)
+
+
+def set_memory_capacity(nbytes: int | None) -> int:
+    """Set the simulated HBM capacity (see :func:`trn_notebook.device.set_memory_capacity`).
+
+    Raises ``ValueError`` below what is reserved, ``SimulatorOnlyError`` on hardware.
+    """
+    backends.current().require_simulator(
+        "trn_notebook.set_memory_capacity",
+        "nothing to set: the real HBM capacity applies (torch.neuron.memory_stats())",
+    )
+    from .device import set_memory_capacity as device_set_memory_capacity
+
+    return device_set_memory_capacity(nbytes)
+
+
+def set_op_category(name: str, category: Any, reason: str = "") -> None:
+    """Override where the simulator runs base op ``name`` (see :func:`trn_notebook.device.set_op_category`).
+
+    Raises ``SimulatorOnlyError`` on hardware, where TorchNeuron decides placement.
+    """
+    backends.current().require_simulator(
+        "trn_notebook.set_op_category",
+        "TorchNeuron decides placement; TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS=1 narrows fallback",
+    )
+    from .device import set_op_category as device_set_op_category
+
+    device_set_op_category(name, category, reason)

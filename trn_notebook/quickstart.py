@@ -1,17 +1,22 @@
 """Run the quickstart notebook headless on the simulator and print its summary.
 
-``python -m trn_notebook.quickstart [NOTEBOOK]`` executes ``examples/01_quickstart.ipynb`` with a real
-Jupyter kernel (nbclient + ipykernel, from the ``lab`` extra) and prints the text output of the cells
-tagged ``summary``. Exit status 1 if a cell fails.
+``python -m trn_notebook.quickstart [NOTEBOOK]`` executes the workshop's ``01_quickstart.ipynb`` (shipped in
+the wheel, or ``examples/`` in a checkout) with a real Jupyter kernel (nbclient + ipykernel, from the ``lab``
+extra) and prints the text output of the cells tagged ``summary``. The packaged notebook runs in a scratch
+copy (notebooks may write files beside themselves). Exit status 1 if a cell fails, 2 if it cannot start.
 """
 
 from __future__ import annotations
 
+import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 
-DEFAULT = Path(__file__).resolve().parent.parent / "examples" / "01_quickstart.ipynb"
+from .workshop import PACKAGE_DIR, WorkshopNotFoundError, workshop_dir
+
+QUICKSTART = "01_quickstart.ipynb"
 
 
 def run_notebook(path: Path, timeout: int = 600) -> tuple[object, float]:
@@ -45,23 +50,34 @@ def summary_text(nb: object) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Run the quickstart (or the notebook given) and print its summary; returns the exit status."""
     argv = sys.argv[1:] if argv is None else argv
-    path = Path(argv[0]) if argv else DEFAULT
+    try:
+        path = Path(argv[0]) if argv else workshop_dir() / QUICKSTART
+    except WorkshopNotFoundError as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
     if not path.exists():
-        print(f"notebook not found: {path} (run from a checkout of trn-notebook)", file=sys.stderr)
+        print(f"notebook not found: {path}", file=sys.stderr)
         return 2
     try:
         from nbclient.exceptions import CellExecutionError
     except ImportError:
-        print('nbclient is missing: install the lab extra, pip install -e ".[lab]"', file=sys.stderr)
+        print('nbclient is missing: install the lab extra, pip install "trn-notebook[lab]"', file=sys.stderr)
         return 2
-    try:
-        nb, seconds = run_notebook(path)
-    except CellExecutionError as exc:
-        print(f"{path.name} failed:\n{exc}", file=sys.stderr)
-        return 1
+    packaged = path.resolve().is_relative_to(PACKAGE_DIR)
+    with tempfile.TemporaryDirectory(prefix="trn-notebook-quickstart-") as scratch:
+        if packaged:  # never write beside the installed package
+            path = Path(shutil.copy(path, Path(scratch) / path.name))
+        try:
+            nb, seconds = run_notebook(path)
+        except CellExecutionError as exc:
+            print(f"{path.name} failed:\n{exc}", file=sys.stderr)
+            return 1
     print(f"== {path.name}: executed headless on the trn_notebook simulator in {seconds:.1f} s ==")
     print(summary_text(nb))
-    print("Open the workshop in JupyterLab: jupyter lab examples/")
+    if packaged:
+        print("Copy the whole workshop and open it: trn-notebook-workshop ~/trn-workshop --open")
+    else:
+        print(f"Open the workshop in JupyterLab: jupyter lab {path.parent}")
     return 0
 
 

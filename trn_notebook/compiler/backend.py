@@ -67,9 +67,13 @@ def register() -> None:
         from torch._dynamo.backends import registry
 
         # With the package installed, torch registers us itself from the torch_dynamo_backends entry point on
-        # the first lookup (and asserts if the name is taken by then); otherwise register directly.
-        if "neuron" not in registry._COMPILER_FNS and registry._BACKENDS.get("neuron") is None:
-            registry.register_backend(neuron_backend, "neuron")
+        # the first lookup (and asserts if the name is taken by then); otherwise register directly. `neuron`
+        # belongs to torch-neuronx when it is installed; the simulator's compiler is always `neuron_sim`.
+        from ..device.autoload import real_backend_present
+
+        for name in ("neuron_sim",) if real_backend_present() else ("neuron", "neuron_sim"):
+            if name not in registry._COMPILER_FNS and registry._BACKENDS.get(name) is None:
+                registry.register_backend(neuron_backend, name)
         # Static shapes only, as on the real backend: a new length recompiles instead of going dynamic.
         torch._dynamo.config.automatic_dynamic_shapes = False
         ensure_capture_callback()
@@ -77,7 +81,7 @@ def register() -> None:
 
         skip_dynamo_tracing()  # dynamo is loaded now: keep it out of the device's Python kernels
         neuron_module = getattr(torch, "neuron", None)
-        if neuron_module is not None:
+        if neuron_module is not None and not real_backend_present():  # never replace TorchNeuron's own
             neuron_module.get_dynamo_metrics = get_dynamo_metrics
             neuron_module.reset_dynamo_metrics = reset_dynamo_metrics
         atexit.register(_release_dynamo_caches)

@@ -16,7 +16,9 @@ log = logging.getLogger("trn_notebook.device")
 
 
 def real_backend_present() -> bool:
-    """True when the real TorchNeuron package (``torch_neuronx``) is importable."""
+    """True when the real TorchNeuron package (``torch_neuronx``) is importable (not trn_notebook's alias of it)."""
+    if getattr(sys.modules.get("torch_neuronx"), "__trn_notebook_alias__", False):
+        return False
     return importlib.util.find_spec("torch_neuronx") is not None
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import logging
 import sys
 import threading
@@ -32,7 +33,13 @@ DYNAMO_APIS = (
     "torch._dynamo.eval_frame.set_code_exec_strategy",
     "torch._dynamo.eval_frame.FrameExecStrategy",
     "torch._dynamo.eval_frame.FrameAction",
+    "torch._dynamo.backends.registry._BACKENDS",
+    "torch._dynamo.backends.registry._COMPILER_FNS",
+    "torch._dynamo.callback.callback_handler",
 )
+# The torch range pyproject admits (TorchNeuron runs on 2.14) and the version CI tests (constraints/ci.txt).
+SUPPORTED_TORCH = ">=2.13,<2.15"
+TESTED_TORCH = "2.13.0"
 
 
 class DeviceRegistrationError(RuntimeError):
@@ -40,18 +47,22 @@ class DeviceRegistrationError(RuntimeError):
 
 
 def _resolve(path: str) -> Any:
+    """The object at a dotted path, importing submodules on the way; raises AttributeError if absent."""
     parts = path.split(".")
-    obj: Any = __import__(parts[0])
-    for part in parts[1:]:
-        obj = getattr(obj, part)
+    obj: Any = importlib.import_module(parts[0])
+    for i, part in enumerate(parts[1:], start=2):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            try:
+                obj = importlib.import_module(".".join(parts[:i]))
+            except ImportError:
+                raise AttributeError(path) from None
     return obj
 
 
 def self_test(apis: tuple[str, ...] | None = None) -> None:
-    """Check every private torch API used; raises :class:`DeviceRegistrationError` naming the torch version."""
-    import torch._tensor_str
-    import torch.utils.backend_registration
-
+    """Check every private torch API used; raises :class:`DeviceRegistrationError` naming each missing one."""
     missing = []
     for path in PRIVATE_APIS if apis is None else apis:
         try:
@@ -60,9 +71,9 @@ def self_test(apis: tuple[str, ...] | None = None) -> None:
             missing.append(path)
     if missing:
         raise DeviceRegistrationError(
-            f"trn_notebook's simulated neuron device needs private PyTorch APIs missing from torch "
-            f"{torch.__version__}: {', '.join(missing)}. trn_notebook is tested with torch 2.13.0; "
-            f"install it with `pip install torch==2.13.0`."
+            f"trn_notebook's simulator needs private PyTorch APIs missing from torch {torch.__version__}: "
+            f"{', '.join(missing)}. trn_notebook supports torch{SUPPORTED_TORCH} and is tested with "
+            f"{TESTED_TORCH}; install that with `pip install torch=={TESTED_TORCH}` (or report the missing API)."
         )
 
 

@@ -1,6 +1,8 @@
 """Collect the evidence for a migration report from the session's single sources of truth.
 
-Nothing here invents a figure: a row with no measurement says so ("not measured in this session").
+Nothing here invents a figure: a row with no measurement says so ("not measured in this session"). Facts are
+read through the live backend (:func:`trn_notebook.backends.current`): the simulator, or TorchNeuron on a Trn2,
+where what it does not report shows as "n/a".
 """
 
 from __future__ import annotations
@@ -14,9 +16,8 @@ from typing import Any
 
 import torch
 
-from ..device import placement_log
-from ..device.clocks import clocks
-from ..device.placement import CALLS, CATEGORY, D2H, H2D, SOURCE
+from .. import backends
+from ..backends.base import NA
 from ..device.policy import policy
 from ..device.runtime import get_chip
 
@@ -43,26 +44,38 @@ class Evidence:
 def _versions() -> dict[str, str]:
     from .. import __version__
 
-    chip = get_chip()
-    return {
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "trn-notebook": __version__,
-        "chip model": f"{chip.long_name} ({chip.name}), {chip.logical_cores} logical cores",
-        "execution": "trn_notebook simulator (no Trainium hardware; device times are modeled)",
-    }
+    backend = backends.current()
+    versions = {"python": platform.python_version(), "torch": torch.__version__, "trn-notebook": __version__}
+    if backend.is_simulator:
+        chip = get_chip()
+        versions["chip model"] = f"{chip.long_name} ({chip.name}), {chip.logical_cores} logical cores"
+        versions["execution"] = "trn_notebook simulator (no Trainium hardware; device times are modeled)"
+    else:
+        versions["device"] = str(backend.device_properties().get("name", NA))
+        versions["execution"] = f"{backend.name} on Trainium hardware (per-op device times not measured)"
+    return versions
 
 
 def _placement() -> dict[str, Any]:
-    snap = placement_log.snapshot()
-    calls: dict[str, int] = {}
-    for e in snap.values():
-        calls[e[CATEGORY]] = calls.get(e[CATEGORY], 0) + e[CALLS]
+    rows = backends.current().placement()
+    calls: dict[str, Any] = {}
+    for r in rows.values():
+        known = calls.get(r["category"], 0)
+        calls[r["category"]] = NA if r["calls"] is None or known == NA else known + r["calls"]
     fallbacks = sorted(
-        ((name, e[CALLS], e[H2D] + e[D2H], e[SOURCE]) for name, e in snap.items() if e[CATEGORY] == "cpu_fallback"),
-        key=lambda r: -r[1],
+        (
+            (
+                name.removeprefix("aten::"),
+                NA if r["calls"] is None else r["calls"],
+                NA if r["bytes_h2d"] is None else r["bytes_h2d"] + r["bytes_d2h"],
+                r["source"] or NA,
+            )
+            for name, r in rows.items()
+            if r["category"] == "cpu_fallback"
+        ),
+        key=lambda r: -r[1] if isinstance(r[1], int) else 0,
     )
-    return {"calls": calls, "fallbacks": fallbacks[:10], "ops_seen": len(snap)}
+    return {"calls": calls, "fallbacks": fallbacks[:10], "ops_seen": len(rows)}
 
 
 def _to(value: Any, device: str, dtype: torch.dtype | None = None) -> Any:
@@ -112,41 +125,44 @@ def _latency(model: torch.nn.Module, inputs: tuple[Any, ...], runs: int, batch: 
     """Synchronised eager latency on the device: wall and modeled device time per run, each labelled."""
     dev_model = copy.deepcopy(model).to("neuron").eval()
     dev_inputs = _to(inputs, "neuron")
-    walls, modeled = [], []
+    backend = backends.current()
+    walls: list[float] = []
+    modeled: list[float] = []
     with torch.no_grad():
         dev_model(*dev_inputs)  # warm-up (first call), excluded
         torch.neuron.synchronize()
         for _ in range(runs):
-            before = clocks.snapshot()["sim_device_s"]
+            before = backend.device_time_s()
             t0 = time.perf_counter()
             dev_model(*dev_inputs)
             torch.neuron.synchronize()
             walls.append(time.perf_counter() - t0)
-            modeled.append(float(clocks.snapshot()["sim_device_s"]) - float(before))
-    wall_p50, dev_p50 = statistics.median(walls), statistics.median(modeled)
+            after = backend.device_time_s()
+            if before is not None and after is not None:
+                modeled.append(after - before)
+    wall_p50 = statistics.median(walls)
+    dev_p50 = statistics.median(modeled) if modeled else None
     return {
         "runs": runs,
         "batch": batch,
         "boundary": "synchronised (torch.neuron.synchronize() after each run); first call excluded",
         "wall_p50_s": wall_p50,
         "modeled_device_p50_s": dev_p50,
-        "throughput_per_s_modeled": (batch / dev_p50) if batch and dev_p50 > 0 else None,
+        "wall_label": "simulator on this host" if backend.is_simulator else "Trainium hardware",
+        "throughput_per_s_modeled": (batch / dev_p50) if batch and dev_p50 else None,
         "throughput_per_s_wall": (batch / wall_p50) if batch and wall_p50 > 0 else None,
     }
 
 
 def _compile_records() -> list[dict[str, Any]]:
-    try:
-        from ..compiler import compile_log
-    except ImportError:
-        return []
-    return list(compile_log.snapshot())
+    return backends.current().compile_records()
 
 
 def _startup(records: list[dict[str, Any]]) -> dict[str, Any] | None:
     if not records:
         return None
-    cold = [r for r in records if r.get("cache_result") == "miss"]
+    known = any("cache_result" in r for r in records)  # TorchNeuron's metrics do not say hit or miss
+    cold = [r for r in records if r.get("cache_result") == "miss"] if known else records
     disk = [r for r in records if r.get("cache_result") == "disk hit"]
     mem = [r for r in records if r.get("cache_result") == "memory hit"]
     warm = [r["warm_s"] for r in records if r.get("warm_s")]
@@ -154,7 +170,9 @@ def _startup(records: list[dict[str, Any]]) -> dict[str, Any] | None:
         "graphs": len(records),
         "cold_compile_s": sum(float(r.get("compile_s") or 0.0) for r in cold),
         "disk_hit_compile_s": sum(float(r.get("compile_s") or 0.0) for r in disk),
-        "cache": f"{len(cold)} miss, {len(disk)} disk hit, {len(mem)} memory hit",
+        "cache": f"{len(cold)} miss, {len(disk)} disk hit, {len(mem)} memory hit"
+        if known
+        else f"cache hits {NA} (the backend's metrics do not say)",
         "warm_call_s": statistics.median(warm) if warm else None,
         "recompile_reasons": [reason for r in records for reason in r.get("recompile_reasons", [])][:5],
     }
@@ -171,13 +189,19 @@ def _maintain(records: list[dict[str, Any]]) -> dict[str, Any]:
         buckets = sorted({str(v["policy"]) for v in shape_log.snapshot().values() if v.get("policy")})
     except ImportError:
         pass
-    overrides = {name: rule.category for name, rule in policy._overrides.items()}
+    simulator = backends.current().is_simulator
+    overrides: Any = {name: rule.category for name, rule in policy._overrides.items()} if simulator else NA
+    from ..device.registration import SUPPORTED_TORCH
+
     return {
-        "custom kernels": "none registered (the simulator has no NKI kernels)",
+        "custom kernels": "none registered (the simulator has no NKI kernels)"
+        if simulator
+        else f"{NA} (not inspected)",
         "bucket policies": buckets,
         "compile options in effect": options,
         "op policy overrides": overrides,
-        "version constraints": f"torch=={torch.__version__.split('+')[0]} (pinned)",
+        "version constraints": f"torch=={torch.__version__.split('+')[0]} in this session "
+        f"(trn-notebook supports torch{SUPPORTED_TORCH})",
     }
 
 
@@ -198,9 +222,12 @@ def collect_evidence(
         ev.numerics = _numerics(model, inputs)
         ev.latency = _latency(model, inputs, runs, batch)
         ev.completed = f"{type(model).__name__}: forward completed on neuron ({runs + 1} runs)"
-    elif placement_log.total_calls:
-        ev.completed = f"{placement_log.total_calls} device op calls completed in this session (no model given)"
     ev.placement = _placement()
+    total = sum(v for v in ev.placement["calls"].values() if isinstance(v, int))
+    if model is None and total:
+        ev.completed = f"{total} device op calls completed in this session (no model given)"
+    elif model is None and ev.placement["ops_seen"]:
+        ev.completed = f"{ev.placement['ops_seen']} distinct device ops executed in this session (no model given)"
     records = _compile_records()
     ev.startup = _startup(records)
     ev.maintain = _maintain(records)

@@ -80,7 +80,7 @@ class MigrationReport:
             lat = ev.latency
             speed = (
                 f"batch {lat['batch'] if lat['batch'] is not None else 'not stated'}; {lat['boundary']}; "
-                f"p50 wall (simulator on this host) {_ms(lat['wall_p50_s'])}; "
+                f"p50 wall ({lat.get('wall_label', 'simulator on this host')}) {_ms(lat['wall_p50_s'])}; "
                 f"p50 modeled device time {_ms(lat['modeled_device_p50_s'])}"
             )
             if lat.get("throughput_per_s_modeled"):

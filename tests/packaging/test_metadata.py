@@ -1,0 +1,68 @@
+"""Packaging metadata: a torch range that admits TorchNeuron's PyTorch, a CI pin, a self-test that names APIs."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+import torch
+from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
+
+from trn_notebook.device import registration
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _project() -> dict:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+
+
+def _torch_requirement() -> Requirement:
+    (req,) = [Requirement(d) for d in _project()["dependencies"] if Requirement(d).name == "torch"]
+    return req
+
+
+def test_torch_range_admits_torchneuron_pytorch_and_the_tested_version():
+    spec = _torch_requirement().specifier
+    assert spec.contains("2.13.0") and spec.contains("2.14.1")  # 2.14: the PyTorch TorchNeuron (SDK 2.33) needs
+    assert not spec.contains("2.15.0") and not spec.contains("2.12.1")
+    assert spec == SpecifierSet(registration.SUPPORTED_TORCH)  # the self-test's message tells the same range
+
+
+def test_ci_constraints_pin_the_tested_cpu_torch_inside_the_range():
+    pins = [
+        Requirement(line)
+        for line in (ROOT / "constraints" / "ci.txt").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    (pin,) = [p for p in pins if p.name == "torch"]
+    assert str(pin.specifier) == f"=={registration.TESTED_TORCH}"
+    assert _torch_requirement().specifier.contains(registration.TESTED_TORCH)
+    assert torch.__version__.split("+")[0] == registration.TESTED_TORCH  # this suite runs on the pinned torch
+
+
+def test_requires_python_and_classifiers_agree():
+    project = _project()
+    requires = SpecifierSet(project["requires-python"])
+    versions = [c.rsplit(" :: ", 1)[1] for c in project["classifiers"] if re.match(r".*Python :: 3\.\d+$", c)]
+    assert versions and all(requires.contains(f"{v}.0") for v in versions)
+    assert requires.contains("3.12.0")  # TorchNeuron needs Python 3.12+: pip must not refuse it
+
+
+def test_self_test_names_each_missing_api_and_the_supported_range():
+    with pytest.raises(registration.DeviceRegistrationError) as info:
+        registration.self_test(("torch._C._no_such_api", "torch.no_such_module.fn", "torch._tensor_str._str"))
+    message = str(info.value)
+    assert "torch._C._no_such_api" in message and "torch.no_such_module.fn" in message
+    assert "torch._tensor_str._str" not in message  # present APIs are not blamed
+    assert torch.__version__ in message and registration.SUPPORTED_TORCH in message
+
+
+def test_every_listed_private_api_resolves_on_the_tested_torch():
+    import torch._dynamo  # noqa: F401 - the dynamo APIs are checked once dynamo is loaded
+
+    registration.self_test()
+    registration.self_test(registration.DYNAMO_APIS)

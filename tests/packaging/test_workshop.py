@@ -1,0 +1,103 @@
+"""The workshop ships inside the wheel and `trn-notebook-workshop DIR` copies it; the wheel works outside the repo."""
+
+from __future__ import annotations
+
+import os
+import site
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from trn_notebook import workshop
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = sorted(p.name for p in (ROOT / "examples").glob("*.ipynb"))
+
+
+def test_copy_workshop_copies_every_notebook_and_refuses_to_overwrite(tmp_path, capsys):
+    assert workshop.main([str(tmp_path / "ws")]) == 0
+    assert sorted(p.name for p in (tmp_path / "ws").glob("*.ipynb")) == EXAMPLES
+    assert (tmp_path / "ws" / EXAMPLES[0]).read_bytes() == (ROOT / "examples" / EXAMPLES[0]).read_bytes()
+    assert "jupyter lab" in capsys.readouterr().out
+
+    (tmp_path / "ws" / EXAMPLES[0]).write_text("my edits")
+    assert workshop.main([str(tmp_path / "ws")]) == 2  # a learner's edited notebook is never clobbered silently
+    assert "--overwrite" in capsys.readouterr().err
+    assert (tmp_path / "ws" / EXAMPLES[0]).read_text() == "my edits"
+    workshop.copy_workshop(tmp_path / "ws", overwrite=True)
+    assert (tmp_path / "ws" / EXAMPLES[0]).read_text() != "my edits"
+
+
+def test_missing_workshop_is_a_clear_error(monkeypatch, tmp_path):
+    monkeypatch.setattr(workshop, "PACKAGE_DIR", tmp_path / "trn_notebook")
+    with pytest.raises(workshop.WorkshopNotFoundError, match="reinstall trn-notebook"):
+        workshop.workshop_dir()
+    from trn_notebook import quickstart
+
+    monkeypatch.setattr(quickstart, "workshop_dir", workshop.workshop_dir)
+    assert quickstart.main([]) == 2
+
+
+@pytest.mark.slow
+def test_built_wheel_runs_the_quickstart_in_a_fresh_venv_outside_the_repository(tmp_path):
+    subprocess.run(
+        [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(tmp_path / "dist")],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+    )
+    (wheel,) = (tmp_path / "dist").glob("trn_notebook-*.whl")
+    with zipfile.ZipFile(wheel) as zf:
+        names = set(zf.namelist())
+        (entry_points,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
+        declared = zf.read(entry_points).decode()
+    assert {f"trn_notebook/examples/{n}" for n in EXAMPLES} <= names
+    assert "trn-notebook-workshop = trn_notebook.workshop:main" in declared
+    assert "neuron_sim = trn_notebook.compiler.backend:neuron_backend" in declared
+
+    # A fresh venv; its dependencies come from this interpreter's site-packages through a plain .pth line
+    # (nothing downloaded, and that directory's own .pth files, e.g. an editable trn-notebook, are not run).
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    (purelib,) = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    (Path(purelib) / "outer_site.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", "--no-index", str(wheel)],
+        check=True,
+        capture_output=True,
+    )
+    work = tmp_path / "elsewhere"
+    work.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env.update(OMP_NUM_THREADS="1", PATH=f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}")
+    where = subprocess.run(
+        [python, "-c", "import trn_notebook; print(trn_notebook.__file__)"],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert where.startswith(purelib), where  # the wheel's copy, not the checkout's
+
+    quick = subprocess.run(
+        [python, "-m", "trn_notebook.quickstart"], cwd=work, env=env, capture_output=True, text=True, timeout=600
+    )
+    assert quick.returncode == 0, quick.stdout + quick.stderr
+    assert "quickstart: all checks passed" in quick.stdout
+    assert not any((Path(purelib) / "trn_notebook" / "examples").glob("*.json"))  # ran in a scratch copy
+
+    copied = subprocess.run(
+        [venv / "bin" / "trn-notebook-workshop", str(work / "ws")], cwd=work, env=env, capture_output=True, text=True
+    )
+    assert copied.returncode == 0, copied.stderr
+    assert sorted(p.name for p in (work / "ws").glob("*.ipynb")) == EXAMPLES

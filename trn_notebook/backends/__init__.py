@@ -1,0 +1,70 @@
+"""Where the numbers come from: the simulator or a real Trainium through TorchNeuron.
+
+:func:`current` returns the live :class:`Backend` (the simulator unless ``torch_neuronx`` is importable);
+``api.py`` and the report read placement, memory, compile records and device facts through it. Submodules
+load lazily so that the dynamo entry point (:mod:`.dynamo`) stays cheap to import.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..device.autoload import real_backend_present
+from .alias import alias_torch_neuronx, remove_alias
+from .base import NA, NOT_MEASURED, Backend, SimulatorOnlyError
+
+if TYPE_CHECKING:
+    from .simulator import SimulatorBackend
+    from .torchneuron import TorchNeuronBackend
+
+_instances: dict[str, Backend] = {}
+
+
+def current() -> Backend:
+    """The live backend: TorchNeuron when ``torch_neuronx`` is importable, else the simulator."""
+    kind = "torchneuron" if real_backend_present() else "simulator"
+    backend = _instances.get(kind)
+    if backend is None:
+        if kind == "torchneuron":
+            from .torchneuron import TorchNeuronBackend
+
+            backend = TorchNeuronBackend()
+        else:
+            from .simulator import SimulatorBackend
+
+            backend = SimulatorBackend()
+        _instances[kind] = backend
+    return backend
+
+
+def describe() -> str:
+    """One line for ``%trn device``: which backend is live and what ``backend="neuron"`` compiles with."""
+    backend = current()
+    compiler = "torch_neuronx's compiler" if not backend.is_simulator else "the simulator's compiler"
+    return f"live backend: {backend.name}; torch.compile(backend='neuron') uses {compiler} (ours: 'neuron_sim')"
+
+
+def __getattr__(name: str) -> object:
+    if name == "SimulatorBackend":
+        from .simulator import SimulatorBackend
+
+        return SimulatorBackend
+    if name == "TorchNeuronBackend":
+        from .torchneuron import TorchNeuronBackend
+
+        return TorchNeuronBackend
+    raise AttributeError(f"module 'trn_notebook.backends' has no attribute {name!r}")
+
+
+__all__ = [
+    "NA",
+    "NOT_MEASURED",
+    "Backend",
+    "SimulatorBackend",
+    "SimulatorOnlyError",
+    "TorchNeuronBackend",
+    "alias_torch_neuronx",
+    "current",
+    "describe",
+    "remove_alias",
+]

@@ -1,0 +1,83 @@
+"""The workshop notebooks, wherever trn-notebook is installed, and ``trn-notebook-workshop DIR``.
+
+In a wheel the notebooks ship as package data (``trn_notebook/examples/``, copied from the repository's
+``examples/`` at build time); in a source checkout they are read from ``examples/`` itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+class WorkshopNotFoundError(FileNotFoundError):
+    """Neither the packaged notebooks nor a source checkout's ``examples/`` were found."""
+
+
+def workshop_dir() -> Path:
+    """The folder holding the workshop notebooks; raises :class:`WorkshopNotFoundError` if there is none."""
+    for candidate in (PACKAGE_DIR / "examples", PACKAGE_DIR.parent / "examples"):
+        if any(candidate.glob("*.ipynb")):
+            return candidate
+    raise WorkshopNotFoundError(
+        f"no workshop notebooks in {PACKAGE_DIR / 'examples'} (installed wheel) or {PACKAGE_DIR.parent / 'examples'} "
+        "(source checkout): reinstall trn-notebook from a wheel or run from a checkout"
+    )
+
+
+def notebooks() -> list[Path]:
+    """The workshop notebooks in order (``01_quickstart.ipynb`` …); raises :class:`WorkshopNotFoundError`."""
+    return sorted(workshop_dir().glob("*.ipynb"))
+
+
+def copy_workshop(dest: str | Path, *, overwrite: bool = False) -> list[Path]:
+    """Copy every workshop file into ``dest`` (created if missing); returns the copied paths.
+
+    Raises ``FileExistsError`` naming the files that exist already unless ``overwrite``, and
+    :class:`WorkshopNotFoundError` if the notebooks are missing.
+    """
+    source = workshop_dir()
+    dest = Path(dest).expanduser()
+    files = sorted(p for p in source.rglob("*") if p.is_file() and ".ipynb_checkpoints" not in p.parts)
+    targets = [dest / p.relative_to(source) for p in files]
+    clashes = [t for t in targets if t.exists()]
+    if clashes and not overwrite:
+        names = ", ".join(t.name for t in clashes[:4]) + (" …" if len(clashes) > 4 else "")
+        raise FileExistsError(f"{dest} already has {names}: pick an empty folder or pass --overwrite")
+    for src, target in zip(files, targets):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, target)
+    return targets
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``trn-notebook-workshop DIR [--overwrite] [--open]``: copy the workshop to DIR (and open JupyterLab)."""
+    parser = argparse.ArgumentParser(
+        prog="trn-notebook-workshop", description="Copy the trn-notebook workshop notebooks into a folder."
+    )
+    parser.add_argument("dest", help="folder to copy the notebooks into (created if missing)")
+    parser.add_argument("--overwrite", action="store_true", help="replace notebooks that exist already")
+    parser.add_argument("--open", action="store_true", help="start JupyterLab in the folder afterwards")
+    args = parser.parse_args(argv)
+    try:
+        copied = copy_workshop(args.dest, overwrite=args.overwrite)
+    except (FileExistsError, WorkshopNotFoundError) as exc:
+        print(f"trn-notebook-workshop: {exc}", file=sys.stderr)
+        return 2
+    dest = Path(args.dest).expanduser()
+    print(f"copied {len(copied)} files to {dest}:")
+    for path in copied:
+        print(f"  {path.relative_to(dest)}")
+    if not args.open:
+        print(f"open them with: jupyter lab {dest}")
+        return 0
+    return subprocess.call([sys.executable, "-m", "jupyterlab", str(dest)])
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
