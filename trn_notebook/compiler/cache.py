@@ -280,6 +280,7 @@ def load(key: str) -> tuple[Graph, dict[str, Any]] | None:
 
 
 def _discard(d: Path, key: str, reason: str) -> None:
+    reason = " ".join(reason.split())
     _warn_once(
         f"discard:{key}",
         f"neuron compile cache entry {key} in {d} is unusable ({reason}); it was discarded and the graph is "
