@@ -46,7 +46,7 @@ def test_report_without_a_compiled_run_says_so_in_the_cold_warm_row(fresh_device
 def test_report_html_escapes_user_text(fresh_device):
     import trn_notebook
 
-    trn_notebook.set_op_category("<script>alert(1)</script>", "cpu_fallback")
+    trn_notebook.device.policy.set("<script>alert(1)</script>", "cpu_fallback")
     try:
         html = report()._repr_html_()
     finally:

@@ -170,7 +170,7 @@ def test_placement_fallback_mimebundle_has_table_and_share(ops: dict[str, tuple[
 
 def test_placement_escapes_hostile_op_names_and_source_lines() -> None:
     placement_log.reset()
-    trn_notebook.set_op_category("<script>x", "cpu_fallback")
+    trn_notebook.device.policy.set("<script>x", "cpu_fallback")  # an override only the table shows
     placement_log.record(HOSTILE, "cpu_fallback", 1e-3, 0.0, h2d=8, d2h=8)
     # A notebook "file" with a hostile name: its source lines carry it.
     code = compile("import torch\ny = torch.ones(3, device='neuron') * 2\n", "<img src=x onerror=alert(1)>", "exec")

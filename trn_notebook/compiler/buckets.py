@@ -19,6 +19,8 @@ import torch.nn.functional as F
 
 from .shape_log import shape_log
 
+MAX_BUCKETS = 256  # one compiled graph each: more is never a useful policy, and cost grows with it
+MAX_BUCKET_SIZE = 1 << 24  # 16,777,216 positions, far above any model's context
 _FORMS = "'pow2:MIN-MAX' (e.g. pow2:128-2048), 'step:STEP:MIN-MAX' (e.g. step:256:256-2048) or 'list:A,B,C' (e.g. list:128,512,2048)"
 
 
@@ -52,6 +54,8 @@ class BucketPolicy:
                 f"bucket step must be a positive integer, got {step!r}; e.g. BucketPolicy.step(256, 256, 2048)"
             )
         _check_bounds(min, max)
+        n = (max - min) // step + 1 + ((max - min) % step != 0)
+        _check_count(n, f"step:{step}:{min}-{max}")
         sizes = list(range(min, max + 1, step))
         if sizes[-1] != max:
             sizes.append(max)
@@ -61,12 +65,15 @@ class BucketPolicy:
     def explicit(cls, sizes: Any) -> BucketPolicy:
         """Exactly these sizes; empty, unsorted, repeated or non-positive sizes raise ``ValueError`` with the fix."""
         sizes = list(sizes)
+        _check_count(len(sizes), "this list")
         if not sizes:
             raise ValueError(
                 "bucket list is empty; give at least one size, e.g. BucketPolicy.explicit([128, 512, 2048])"
             )
         if any(not isinstance(s, int) or isinstance(s, bool) or s <= 0 for s in sizes):
             raise ValueError(f"bucket sizes must be positive integers, got {sizes}; drop the non-positive ones")
+        if max(sizes) > MAX_BUCKET_SIZE:
+            raise ValueError(f"bucket size {max(sizes)} is above the limit of {MAX_BUCKET_SIZE}; use smaller sizes")
         if sizes != sorted(set(sizes)):
             raise ValueError(f"bucket sizes must be strictly increasing, got {sizes}; use {sorted(set(sizes))}")
         return cls("list", tuple(sizes), "list:" + ",".join(str(s) for s in sizes))
@@ -77,6 +84,8 @@ class BucketPolicy:
         if isinstance(spec, BucketPolicy):
             return spec
         text = str(spec).strip().replace(" ", "")
+        if len(text) > 8 * MAX_BUCKETS:
+            raise ValueError(f"bucket policy spec of {len(text)} characters is too long; use {_FORMS}")
         m = re.fullmatch(r"pow2:(\d+)-(\d+)", text)
         if m:
             return cls.pow2(int(m.group(1)), int(m.group(2)))
@@ -118,6 +127,16 @@ def _check_bounds(lo: Any, hi: Any) -> None:
         raise ValueError(f"bucket bounds must be positive integers, got min={lo!r} max={hi!r}; e.g. pow2:128-2048")
     if lo > hi:
         raise ValueError(f"bucket min {lo} is above max {hi}; swap them: {hi}-{lo}")
+    if hi > MAX_BUCKET_SIZE:
+        raise ValueError(f"bucket max {hi} is above the limit of {MAX_BUCKET_SIZE}; use a smaller maximum")
+
+
+def _check_count(n: int, spec: str) -> None:
+    if n > MAX_BUCKETS:
+        raise ValueError(
+            f"{spec} makes {n} buckets, above the limit of {MAX_BUCKETS} (each bucket is one compiled graph); "
+            "use a larger step, pow2:MIN-MAX, or fewer sizes"
+        )
 
 
 class BucketedCallable:
@@ -157,10 +176,6 @@ class BucketedCallable:
         if not isinstance(self._policy, BucketPolicy):
             raise TypeError(f"policy must be a BucketPolicy or a spec string, got {type(value).__name__}")
         shape_log.set_policy(self.name, str(self._policy))
-        # one graph per bucket must fit under dynamo's recompile limit (default 8), or later buckets run eagerly
-        cfg = torch._dynamo.config
-        if cfg.recompile_limit < len(self._policy.sizes) + 1:
-            cfg.recompile_limit = len(self._policy.sizes) + 1
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         bound = self._sig.bind_partial(*args, **kwargs)
@@ -186,7 +201,11 @@ class BucketedCallable:
                 mask = torch.ones((*x.shape[:dim], n), dtype=torch.int32, device=x.device)
             if mask.shape[-1] == n:
                 values["attention_mask"] = _pad(mask, mask.dim() - 1, b - n, 0)
-        out = self._compiled(*bound.args, **bound.kwargs)
+        # one graph per bucket must fit under dynamo's recompile limit (default 8), or later buckets run
+        # eagerly; raised only for this call, never process-wide
+        limit = max(torch._dynamo.config.recompile_limit, len(self._policy.sizes) + 1)
+        with torch._dynamo.config.patch(recompile_limit=limit):
+            out = self._compiled(*bound.args, **bound.kwargs)
         return _slice(out, cuts)
 
 

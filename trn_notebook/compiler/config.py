@@ -5,6 +5,7 @@
 | ``TORCH_NEURONX_NEFF_CACHE_DIR`` | ``cache_dir`` (default: the per-user cache dir, created 0700) |
 | ``TORCH_NEURONX_DISABLE_NEFF_CACHE=1`` | ``disable_cache`` |
 | ``TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION`` | ``disable_fallback_execution`` (default 1: a failed compile raises) |
+| ``TRN_NOTEBOOK_CACHE_KEY_FILE`` | ``key_file`` (default: ``<user config dir>/trn-notebook/cache-hmac.key``) |
 | ``TORCH_NEURONX_DEBUG_DIR`` | ``debug_dir`` |
 | ``TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS=1`` | ``preserve_artifacts`` (write artifacts to ``debug_dir``) |
 """
@@ -31,6 +32,7 @@ class CompilerConfig:
 
     cache_dir: str | None = None
     disable_cache: bool = False
+    key_file: str | None = None
     disable_fallback_execution: bool = True
     debug_dir: str | None = None
     preserve_artifacts: bool = False
@@ -42,6 +44,7 @@ class CompilerConfig:
         return cls(
             cache_dir=env.get("TORCH_NEURONX_NEFF_CACHE_DIR") or None,
             disable_cache=_flag(env, "TORCH_NEURONX_DISABLE_NEFF_CACHE", False),
+            key_file=env.get("TRN_NOTEBOOK_CACHE_KEY_FILE") or None,
             disable_fallback_execution=_flag(env, "TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION", True),
             debug_dir=env.get("TORCH_NEURONX_DEBUG_DIR") or None,
             preserve_artifacts=_flag(env, "TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS", False),

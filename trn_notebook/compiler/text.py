@@ -24,7 +24,13 @@ _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 _TYPE_RE = re.compile(r"^(" + "|".join(sorted(DTYPES, key=len, reverse=True)) + r")\[([0-9,]*)(?:;([0-9,]*))?\]$")
 _HEADER_RE = re.compile(r"^graph (" + _NAME + r")\((.*)\) \{$")
 _META_RE = re.compile(r"^  ;; (" + _NAME + r") = (.*)$")
-_NODE_RE = re.compile(r"^  (%.+?) = (" + _NAME + r")\((.*)\)( \{k=(-?\d+)(?:, mem=\[([-0-9, ]*)\])?\})?$")
+_OP_RE = re.compile(_NAME + r"\(")
+_ANNOT_RE = re.compile(r"\{k=(-?\d{1,9})(?:, mem=\[([-0-9, ]*)\])?\}")
+_RESULT_RE = re.compile(r"%(" + _NAME + r"): (\S+)")
+MAX_TEXT_CHARS = 64 << 20  # a whole graph's text
+MAX_LINE_CHARS = 1 << 20  # one node
+MAX_NODES = 200_000
+MAX_DEPTH = 8  # nested lists in arguments (the printer writes at most 2)
 _RETURN_RE = re.compile(r"^  return \((.*)\)$")
 
 
@@ -103,6 +109,8 @@ class _Values:
     def __init__(self, text: str) -> None:
         self.text = text
         self.pos = 0
+        self.end = len(text.rstrip())
+        self.depth = 0
 
     def _next(self) -> tuple[str, str]:
         m = self._TOKEN.match(self.text, self.pos)
@@ -113,7 +121,7 @@ class _Values:
         return kind, m.group(kind)
 
     def _peek(self) -> tuple[str, str] | None:
-        if self.pos >= len(self.text.rstrip()):
+        if self.pos >= self.end:
             return None
         save = self.pos
         tok = self._next()
@@ -135,17 +143,22 @@ class _Values:
                 return DType(tok)
             raise IRError(f"unknown word {tok!r} in arguments")
         if kind == "punct" and tok == "[":
+            self.depth += 1
+            if self.depth > MAX_DEPTH:
+                raise IRError(f"lists nested deeper than {MAX_DEPTH} levels in arguments")
             items: list[Any] = []
             while True:
                 k, t = self._next()
                 if k == "punct" and t == "]":
-                    return items
+                    break
                 items.append(self.value(k, t))
                 k, t = self._next()
                 if k == "punct" and t == "]":
-                    return items
+                    break
                 if not (k == "punct" and t == ","):
                     raise IRError(f"expected ',' or ']' in list, got {t!r}")
+            self.depth -= 1
+            return items
         raise IRError(f"unexpected {tok!r} in arguments")
 
     def arguments(self) -> tuple[tuple[Any, ...], tuple[tuple[str, Any], ...]]:
@@ -171,8 +184,8 @@ class _Values:
 def _parse_lhs(text: str) -> tuple[tuple[str, ...], tuple[TensorType | None, ...]]:
     outs: list[str] = []
     types: list[TensorType | None] = []
-    for part in re.split(r", (?=%)", text):
-        m = re.match(r"^%(" + _NAME + r"): (.+)$", part)
+    for part in text.split(", %"):
+        m = _RESULT_RE.fullmatch(part if part.startswith("%") else "%" + part)
         if not m:
             raise IRError(f"bad result {part!r}; expected %name: f32[...]")
         outs.append("" if m.group(1) == "_" else m.group(1))
@@ -184,7 +197,13 @@ def parse_graph(text: str) -> Graph:
     """Parse IR text written by :func:`print_graph`; raises ``IRError`` on anything else (strict)."""
     from .ops import OPS
 
+    if len(text) > MAX_TEXT_CHARS:
+        raise IRError(f"IR text of {len(text)} characters is above the limit of {MAX_TEXT_CHARS}")
     lines = text.rstrip("\n").split("\n")
+    if len(lines) > MAX_NODES + 3:
+        raise IRError(f"IR text has {len(lines)} lines, above the limit of {MAX_NODES}")
+    if max(map(len, lines)) > MAX_LINE_CHARS:
+        raise IRError(f"an IR line is longer than the limit of {MAX_LINE_CHARS} characters")
     if len(lines) < 3 or lines[-1] != "}":
         raise IRError("IR text is truncated (no closing '}')")
     head = _HEADER_RE.match(lines[0])
@@ -208,22 +227,38 @@ def parse_graph(text: str) -> Graph:
             meta.append((mm.group(1), mm.group(2)))
             continue
         body, _, source = line.partition("  # ")
-        m = _NODE_RE.match(body)
-        if not m:
-            raise IRError(f"cannot parse IR line {line[:80]!r}")
-        outs, types = _parse_lhs(m.group(1))
-        op = m.group(2)
+        lhs, op, arg_text, kernel, mem = _split_node(body, line)
+        outs, types = _parse_lhs(lhs)
         if op not in OPS:
             raise IRError(f"unknown op {op!r} in IR text")
-        args, kwargs = _Values(m.group(3)).arguments()
-        kernel = int(m.group(5)) if m.group(4) else None
-        mem = tuple(int(x) for x in m.group(6).split(",") if x.strip()) if m.group(6) is not None else None
+        args, kwargs = _Values(arg_text).arguments()
         nodes.append(Node(outs, types, op, args, kwargs, source, kernel, mem))
     out_args, _ = _Values(m_ret.group(1)).arguments()
     outputs = tuple(o if o is None or isinstance(o, Ref) else _bad_output(o) for o in out_args)
     g = Graph(head.group(1), tuple(inputs), tuple(nodes), outputs, tuple(meta))
     verify(g)
     return g
+
+
+def _split_node(body: str, line: str) -> tuple[str, str, str, int | None, tuple[int, ...] | None]:
+    """(results, op, argument text, kernel, mem) of one node line, in linear time; raises ``IRError``."""
+    lhs, eq, rest = body[2:].partition(" = ") if body.startswith("  %") else ("", "", "")
+    m = _OP_RE.match(rest)
+    if not eq or not m:
+        raise IRError(f"cannot parse IR line {line[:80]!r}")
+    op, rest = rest[: m.end() - 1], rest[m.end() :]
+    kernel = mem = None
+    if rest.endswith("}"):
+        cut = rest.rfind(") {k=")
+        a = _ANNOT_RE.fullmatch(rest, cut + 2) if cut >= 0 else None
+        if a is None:
+            raise IRError(f"cannot parse IR line {line[:80]!r}")
+        kernel = int(a.group(1))
+        mem = tuple(int(x) for x in a.group(2).split(",") if x.strip()) if a.group(2) is not None else None
+        rest = rest[: cut + 1]
+    if not rest.endswith(")"):
+        raise IRError(f"cannot parse IR line {line[:80]!r}")
+    return lhs, op, rest[:-1], kernel, mem
 
 
 def _bad_output(o: Any) -> Ref:

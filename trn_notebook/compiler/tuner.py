@@ -11,13 +11,14 @@ All figures are modeled and vectorised with numpy (100,000 lengths in a few mill
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from ..device import costmodel
-from .buckets import BucketPolicy
+from .buckets import MAX_BUCKETS, BucketPolicy
 
 COMPILE_S_PER_GRAPH = 150.0
 PER_POSITION_S = 20e-6  # modeled device time per padded position of a small transformer block (assumption)
@@ -102,18 +103,24 @@ def suggest_policy(lengths: Any, max_compiles: int) -> BucketPolicy:
     """The explicit policy of at most ``max_compiles`` buckets with the least padding on ``lengths``.
 
     Optimal 1-D partition by dynamic programming over the distinct lengths (rounded up to a
-    multiple of 8 when there are more than 512 of them). Raises ``ValueError`` for an empty
-    distribution or a budget below 1.
+    multiple of 8, or of a coarser step keeping at most 512 distinct values, when there are more
+    than 512 of them). Raises ``ValueError`` for an empty distribution or a budget outside
+    1..``MAX_BUCKETS``.
     """
-    if max_compiles < 1:
-        raise ValueError(f"max_compiles must be at least 1, got {max_compiles}")
+    try:
+        max_compiles = operator.index(max_compiles)
+    except TypeError:
+        max_compiles = 0
+    if not 1 <= max_compiles <= MAX_BUCKETS:
+        raise ValueError(f"max_compiles must be an integer from 1 to {MAX_BUCKETS}, got {max_compiles!r}")
     values, counts = _as_counts(lengths)
     keep = values > 0
     values, counts = values[keep], counts[keep]
     if values.size == 0:
         raise ValueError("no positive lengths to suggest buckets for")
     if values.size > 512:
-        values = -(-values // 8) * 8
+        q = max(8, -(-int(values[-1] - values[0] + 1) // 512))
+        values = -(-values // q) * q
         values, inv = np.unique(values, return_inverse=True)
         counts = np.bincount(inv, weights=counts).astype(np.int64)
     n = values.size

@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from . import hostmem
+
 KiB = 1 << 10
 MiB = 1 << 20
 MIN_BLOCK = 256
@@ -178,6 +180,8 @@ class CachingAllocator:
         size = round_size(nbytes)
         small = size < SMALL_REQUEST
         with self.lock:
+            if nbytes >= SMALL_REQUEST:
+                self._check_host(nbytes)
             pool = self._pools[small]
             block = pool.take(size)
             if block is None:
@@ -236,6 +240,26 @@ class CachingAllocator:
             return released
 
     # -- internals ------------------------------------------------------------------------------
+    def _check_host(self, nbytes: int) -> None:
+        """Refuse (simulated OOM) a request the host backing the simulator cannot hold with room to spare."""
+        room = hostmem.guard.headroom(self.counters.active)
+        if room is None or nbytes <= room:
+            return
+        c = self.counters
+        c.num_ooms += 1
+        self.oom_events.append((time.perf_counter() - self._t0, nbytes, self.phase))
+        raise OutOfDeviceMemory(
+            f"neuron out of memory (host memory backing the simulator): tried to allocate {_fmt(nbytes)}; the "
+            f"host has only {_fmt(max(room, 0) + hostmem.RESERVE)} left for this process (keeping "
+            f"{_fmt(hostmem.RESERVE)} for the notebook), below the simulated capacity of {_fmt(self.capacity)}. "
+            "Free tensors you no longer need, or lower the simulated capacity with "
+            "trn_notebook.set_memory_capacity() to what this machine holds. Nothing already allocated was lost.",
+            asked=nbytes,
+            free=max(room, 0),
+            reserved=c.reserved,
+            capacity=self.capacity,
+        )
+
     def _new_segment_block(self, size: int, small: bool, nbytes: int) -> Block:
         seg_size = segment_size(size)
         c = self.counters

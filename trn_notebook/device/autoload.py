@@ -29,6 +29,7 @@ def autoload(explicit: bool = False) -> bool:
     """Register the simulated device unless a real ``torch_neuronx`` is installed; returns True if registered.
 
     ``explicit`` is True for ``import trn_notebook`` (then ``TORCH_DEVICE_BACKEND_AUTOLOAD=0`` does not apply).
+    Through ``import torch`` it never raises: a failure is a warning and the device is not registered.
     """
     global _said_stand_down
     if not explicit and os.environ.get("TORCH_DEVICE_BACKEND_AUTOLOAD", "1") == "0":
@@ -46,5 +47,19 @@ def autoload(explicit: bool = False) -> bool:
         return False  # `import trn_notebook` is importing torch: the package registers the device right after
     from . import register
 
-    register()
+    if explicit:
+        register()
+        return True
+    try:
+        register()
+    except Exception as exc:  # never break `import torch` for every program in this environment
+        import warnings
+
+        warnings.warn(
+            f"trn_notebook: the simulated neuron device could not be registered ({type(exc).__name__}: {exc}); "
+            "`import torch` continues without it. `import trn_notebook` shows the full error.",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        return False
     return True

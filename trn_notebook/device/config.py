@@ -10,8 +10,13 @@ Environment variables mirror TorchNeuron's where one exists (see shared/referenc
 |   an op with a native kernel that cannot run here (dtype/layout) raises instead of falling back |
 | ``TRN_NOTEBOOK_STRICT=1`` | ``strict`` | any CPU fallback raises (ours) |
 | ``TRN_NOTEBOOK_CHIP=trn2|trn3`` | ``chip`` | chip model (ours) |
-| ``TRN_NOTEBOOK_HBM_BYTES=N`` | ``hbm_bytes`` | override the simulated device memory capacity (ours) |
+| ``TRN_NOTEBOOK_HBM_BYTES=N`` | ``hbm_bytes`` | override the simulated device memory capacity: bytes, or with a |
+|   binary unit ``K``/``M``/``G``/``T`` (``KiB`` … ``TiB`` too), e.g. ``4G`` (ours) |
 | ``TRN_NOTEBOOK_ALLOW_FLOAT64=1`` | ``allow_float64`` | run float64 on the device instead of raising (ours) |
+
+A malformed value never raises (it would break every ``import torch`` through the autoload entry
+point): it warns (:class:`ConfigWarning`) naming the variable, the value and the accepted forms,
+and the default is used.
 """
 
 from __future__ import annotations
@@ -19,11 +24,61 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import re
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TypeVar
 
 T = TypeVar("T")
+
+
+class ConfigWarning(UserWarning):
+    """An environment variable of the simulator has a value it does not accept; the default is used."""
+
+
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+_BYTES_RE = re.compile(r"(\d{1,20})\s*([kmgt]?)(?:i?b)?", re.IGNORECASE)
+BYTES_FORMS = "a positive number of bytes, optionally with a binary unit: 25769803776, 24G, 512MiB, 1T"
+
+
+def _bad(name: str, value: str, forms: str) -> None:
+    warnings.warn(
+        f"{name}={value!r} is not valid; accepted: {forms}. Using the default instead.", ConfigWarning, stacklevel=4
+    )
+
+
+def parse_bytes(text: str) -> int:
+    """``'24G'``/``'512MiB'``/``'1024'`` as bytes; raises ``ValueError`` naming the accepted forms."""
+    m = _BYTES_RE.fullmatch(text.strip())
+    value = int(m.group(1)) * _UNITS[m.group(2).lower()] if m else 0
+    if value <= 0:
+        raise ValueError(f"{text!r} is not a size; use {BYTES_FORMS}")
+    return value
+
+
+def _bytes_setting(env: dict[str, str], name: str) -> int | None:
+    value = env.get(name)
+    if value is None or value.strip() == "":
+        return None
+    try:
+        return parse_bytes(value)
+    except ValueError:
+        _bad(name, value, BYTES_FORMS)
+        return None
+
+
+def _chip_setting(env: dict[str, str], name: str, default: str) -> str:
+    value = env.get(name)
+    if value is None or value.strip() == "":
+        return default
+    from .chips import CHIPS, get_chip_spec
+
+    try:
+        return get_chip_spec(value).name
+    except ValueError:
+        _bad(name, value, ", ".join(sorted(CHIPS)))
+        return default
 
 
 def _flag(env: dict[str, str], name: str, default: bool = False) -> bool:
@@ -48,12 +103,11 @@ class DeviceConfig:
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> DeviceConfig:
-        """Build a config from environment variables (``os.environ`` by default)."""
+        """Build a config from environment variables (``os.environ`` by default); bad values warn, never raise."""
         env = dict(os.environ if env is None else env)
-        hbm = env.get("TRN_NOTEBOOK_HBM_BYTES")
         return cls(
-            chip=env.get("TRN_NOTEBOOK_CHIP", "trn2") or "trn2",
-            hbm_bytes=int(hbm) if hbm else None,
+            chip=_chip_setting(env, "TRN_NOTEBOOK_CHIP", "trn2"),
+            hbm_bytes=_bytes_setting(env, "TRN_NOTEBOOK_HBM_BYTES"),
             launch_blocking=_flag(env, "NEURON_LAUNCH_BLOCKING"),
             eager_fusion=_flag(env, "TORCH_NEURONX_ENABLE_CONCATENATION"),
             fallback_only_for_unimplemented=_flag(env, "TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS"),

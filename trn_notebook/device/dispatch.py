@@ -273,11 +273,26 @@ def _to_device(out: Any, pairs: list[tuple[_Tensor, _Tensor]]) -> Any:
             if out is h:
                 return n
         if out.is_cpu:
+            _check_representable(out)
             return wrap(out)
         return out
     if isinstance(out, tuple | list):
         return type(out)(_to_device(o, pairs) for o in out)
     return out
+
+
+def _check_representable(out: _Tensor) -> None:
+    """Raise ``NotImplementedError`` with the fix for a host result the device cannot hold (quantized, MKL-DNN)."""
+    if out.is_quantized:
+        raise NotImplementedError(
+            f"neuron holds no quantized tensors (this result is {out.dtype}, PyTorch's eager quantization runs on "
+            "the CPU): quantize on the CPU with torch.quantize_per_tensor(x.cpu(), ...), or keep the model in "
+            "bfloat16 on the device"
+        )
+    if out.layout == torch._mkldnn:  # type: ignore[attr-defined]
+        raise NotImplementedError(
+            "neuron holds no MKL-DNN (oneDNN) tensors; to_mkldnn() is a CPU layout: call x.cpu().to_mkldnn()"
+        )
 
 
 def _out_tensors(result: Any) -> list[_Tensor]:

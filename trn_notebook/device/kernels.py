@@ -89,6 +89,13 @@ def _check_dtype(name: str, dtype: torch.dtype | None) -> torch.dtype:
     return dtype
 
 
+def _check_size(size: list[int]) -> None:
+    """PyTorch's own error for a negative dimension (before any memory is asked for)."""
+    if any(s < 0 for s in size):
+        neg = next(s for s in size if s < 0)
+        raise RuntimeError(f"Trying to create tensor with negative dimension {neg}: {list(size)}")
+
+
 def empty_memory_format(
     size: list[int],
     dtype: torch.dtype | None = None,
@@ -99,6 +106,7 @@ def empty_memory_format(
 ) -> torch.Tensor:
     """``aten::empty.memory_format`` on the device (only contiguous/preserve formats, as on Trainium)."""
     _check_index(device)
+    _check_size(size)
     dtype = _check_dtype("empty", dtype)
     if memory_format not in (None, torch.contiguous_format, torch.preserve_format):
         raise RuntimeError(
@@ -118,6 +126,7 @@ def empty_strided(
 ) -> torch.Tensor:
     """``aten::empty_strided`` on the device; channels_last strides are stored contiguous (the only format)."""
     _check_index(device)
+    _check_size(size)
     dtype = _check_dtype("empty_strided", dtype)
     if len(size) in (4, 5) and _is_channels_last(size, stride):
         return empty(tuple(size), dtype)  # e.g. a channels_last CPU tensor moved with .to("neuron")

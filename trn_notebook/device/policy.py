@@ -387,7 +387,21 @@ policy = OpPolicy()
 
 
 def set_op_category(name: str, category: Category, reason: str = "") -> None:
-    """Override where base op ``name`` (e.g. ``"aten::sort"`` or ``"sort"``) runs."""
+    """Override where base op ``name`` (e.g. ``"aten::sort"`` or ``"sort"``) runs.
+
+    Raises ``TypeError`` for a non-string name, ``ValueError`` for an op ATen does not have (with
+    the closest names) or an unknown category.
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"op name must be a string such as 'aten::sort' or 'sort', got {type(name).__name__}")
+    base = _base_name(name)
+    known = {n[6:].split(".")[0] for n in torch._C._dispatch_get_all_op_names() if n.startswith("aten::")}
+    if base not in known:
+        import difflib
+
+        close = difflib.get_close_matches(base, sorted(known), n=3)
+        hint = f"; did you mean {', '.join(close)}?" if close else "; see trn_notebook.device.policy_table()"
+        raise ValueError(f"{name!r} is not an ATen op{hint}")
     policy.set(name, category, reason)
 
 

@@ -39,6 +39,7 @@ class Evidence:
     latency: dict[str, Any] | None = None
     startup: dict[str, Any] | None = None
     maintain: dict[str, Any] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)  # stage -> why it could not run (e.g. device memory)
 
 
 def _versions() -> dict[str, str]:
@@ -101,11 +102,30 @@ def _first_tensor(out: Any) -> torch.Tensor:
     raise TypeError("the model's output holds no tensor to compare")
 
 
-def _numerics(model: torch.nn.Module, inputs: tuple[Any, ...]) -> dict[str, Any]:
+def _cpu_copy(model: torch.nn.Module) -> torch.nn.Module:
+    """A CPU copy of ``model`` that never copies its device tensors on the device (each goes straight to the host)."""
+    memo: dict[int, Any] = {}
+    for t in [*model.parameters(), *model.buffers()]:
+        if t.device.type != "cpu":
+            host = t.detach().cpu()
+            memo[id(t)] = torch.nn.Parameter(host, t.requires_grad) if isinstance(t, torch.nn.Parameter) else host
+    return copy.deepcopy(model, memo)
+
+
+def _on_device(model: torch.nn.Module) -> bool:
+    tensors = [*model.parameters(), *model.buffers()]
+    return bool(tensors) and all(t.device.type == "neuron" for t in tensors)
+
+
+def device_model(model: torch.nn.Module) -> torch.nn.Module:
+    """``model`` itself when it already lives on the device, else one device copy of it."""
+    return model if _on_device(model) else _cpu_copy(model).to("neuron")
+
+
+def _numerics(model: torch.nn.Module, dev_model: torch.nn.Module, inputs: tuple[Any, ...]) -> dict[str, Any]:
     """Three-way check: device vs CPU float32, and CPU bfloat16 vs CPU float32 (the precision noise floor)."""
-    ref_model = copy.deepcopy(model).to("cpu").float().eval()
-    dev_model = copy.deepcopy(model).to("neuron").eval()
-    bf16_model = copy.deepcopy(model).to("cpu").to(torch.bfloat16).eval()
+    ref_model = _cpu_copy(model).float().eval()
+    bf16_model = _cpu_copy(model).to(torch.bfloat16).eval()
     with torch.no_grad():
         ref = _first_tensor(ref_model(*_to(inputs, "cpu"))).float()
         dev = _first_tensor(dev_model(*_to(inputs, "neuron"))).cpu().float()
@@ -121,9 +141,8 @@ def _numerics(model: torch.nn.Module, inputs: tuple[Any, ...]) -> dict[str, Any]
     }
 
 
-def _latency(model: torch.nn.Module, inputs: tuple[Any, ...], runs: int, batch: int | None) -> dict[str, Any]:
+def _latency(dev_model: torch.nn.Module, inputs: tuple[Any, ...], runs: int, batch: int | None) -> dict[str, Any]:
     """Synchronised eager latency on the device: wall and modeled device time per run, each labelled."""
-    dev_model = copy.deepcopy(model).to("neuron").eval()
     dev_inputs = _to(inputs, "neuron")
     backend = backends.current()
     walls: list[float] = []
@@ -214,14 +233,36 @@ def collect_evidence(
 ) -> Evidence:
     """Gather every row; with ``model`` and ``inputs`` also run the numerical check and the latency runs.
 
-    Raises whatever the model raises on the device (the report must not hide a failed run).
+    The model goes to the device at most once (not at all when it is there already). A stage that
+    runs out of device memory is reported as not run, with the reason, in ``skipped``. Raises
+    ``ValueError`` for ``runs`` below 1, and whatever else the model raises on the device (the
+    report must not hide a failed run).
     """
+    if not isinstance(runs, int) or isinstance(runs, bool) or runs < 1:
+        raise ValueError(f"runs must be a positive integer (timed runs after one warm-up), got {runs!r}")
     ev = Evidence(versions=_versions())
     if model is not None:
         inputs = inputs if isinstance(inputs, tuple) else (inputs,)
-        ev.numerics = _numerics(model, inputs)
-        ev.latency = _latency(model, inputs, runs, batch)
-        ev.completed = f"{type(model).__name__}: forward completed on neuron ({runs + 1} runs)"
+        was_training = model.training
+        try:
+            dev_model = device_model(model).eval()
+        except torch.OutOfMemoryError as exc:
+            why = f"out of device memory moving the model there: {str(exc)[:160]}"
+            ev.skipped.update(numerics=why, latency=why)
+        else:
+            for stage, run in (
+                ("numerics", lambda: _numerics(model, dev_model, inputs)),
+                ("latency", lambda: _latency(dev_model, inputs, runs, batch)),
+            ):
+                try:
+                    setattr(ev, stage, run())
+                except torch.OutOfMemoryError as exc:
+                    ev.skipped[stage] = f"out of device memory: {str(exc)[:160]}"
+            del dev_model
+        finally:
+            model.train(was_training)
+        if ev.latency is not None:
+            ev.completed = f"{type(model).__name__}: forward completed on neuron ({runs + 1} runs)"
     ev.placement = _placement()
     total = sum(v for v in ev.placement["calls"].values() if isinstance(v, int))
     if model is None and total:

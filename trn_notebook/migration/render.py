@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import html
+import re
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from .evidence import NOT_MEASURED, Evidence, collect_evidence
+
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]{}()#+!|~])")
+
+
+def md_escape(text: str) -> str:
+    """``text`` as literal Markdown: HTML tags become entities, Markdown punctuation is backslash-escaped."""
+    return _MD_SPECIAL.sub(r"\\\1", html.escape(text, quote=False)).replace("\n", " ")
 
 
 def _ms(seconds: float | None) -> str:
@@ -66,6 +74,8 @@ class MigrationReport:
                 f"{verdict}: max |device - CPU fp32| = {n['device_vs_cpu_fp32_max_abs']:.3g} with {n['tolerance']}; "
                 f"CPU bf16 vs CPU fp32 (precision noise floor) = {n['cpu_bf16_vs_cpu_fp32_max_abs']:.3g}"
             )
+        elif "numerics" in ev.skipped:
+            numerics = f"numerical check could not run: {ev.skipped['numerics']}"
         else:
             numerics = f"numerical check: {NOT_MEASURED} (pass model= and inputs=)"
         p = ev.placement
@@ -85,6 +95,8 @@ class MigrationReport:
             )
             if lat.get("throughput_per_s_modeled"):
                 speed += f"; modeled throughput {lat['throughput_per_s_modeled']:.1f} samples/s"
+        elif "latency" in ev.skipped:
+            speed = f"latency/throughput could not run: {ev.skipped['latency']}"
         else:
             speed = f"latency/throughput: {NOT_MEASURED}"
         if ev.startup:
@@ -111,8 +123,7 @@ class MigrationReport:
             "|---|---|---|",
         ]
         for q, a, amb in self.rows():
-            cell = a.replace("|", "\\|").replace("\n", " ")
-            lines.append(f"| {q} | {cell} | {amb} |")
+            lines.append(f"| {q} | {md_escape(a)} | {amb} |")
         return "\n".join(lines) + "\n"
 
     def _repr_html_(self) -> str:

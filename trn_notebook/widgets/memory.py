@@ -10,6 +10,7 @@ full :meth:`MemoryView.refresh` puts the whole timeline into the synced state fo
 from __future__ import annotations
 
 import dataclasses
+import math
 import threading
 import weakref
 from typing import Any, Literal, TypedDict
@@ -61,6 +62,10 @@ def _post_run_cell_refresh(ref: weakref.ref[MemoryView]) -> Any:
     return hook
 
 
+MIN_INTERVAL_S = 0.05
+MAX_INTERVAL_S = 60.0
+
+
 class MemoryView(TrnWidget):
     """Allocated / active / reserved bytes, current and peak, per-phase peaks, timeline with capacity and OOMs.
 
@@ -76,6 +81,15 @@ class MemoryView(TrnWidget):
     ooms = traitlets.List().tag(sync=True)
     live = traitlets.Bool(False).tag(sync=True)
     interval_s = traitlets.Float(0.2).tag(sync=True)
+
+    @traitlets.validate("interval_s")
+    def _valid_interval(self, proposal: dict[str, Any]) -> float:
+        value = proposal["value"]
+        if not math.isfinite(value) or not MIN_INTERVAL_S <= value <= MAX_INTERVAL_S:
+            raise traitlets.TraitError(
+                f"interval_s must be a number of seconds from {MIN_INTERVAL_S} to {MAX_INTERVAL_S}, got {value}"
+            )
+        return float(value)
 
     def __init__(self, live: bool = False, **kwargs: Any) -> None:
         self._last_t = float("-inf")
@@ -166,7 +180,7 @@ class MemoryView(TrnWidget):
         ref = weakref.ref(self)
 
         def run() -> None:
-            while not stop.wait(max(_interval_of(ref), 0.05)):
+            while not stop.wait(_interval_of(ref)):
                 view = ref()
                 if view is None or view.comm is None:
                     return
@@ -265,7 +279,8 @@ class MemoryView(TrnWidget):
 def _interval_of(ref: weakref.ref[MemoryView]) -> float:
     """The sampling interval of the referenced view (0.2 s once it is gone)."""
     view = ref()
-    return 0.2 if view is None else float(view.interval_s)
+    value = 0.2 if view is None else float(view.interval_s)
+    return min(max(value, MIN_INTERVAL_S), MAX_INTERVAL_S) if math.isfinite(value) else 0.2
 
 
 def _shell() -> Any:
