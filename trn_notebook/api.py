@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,7 +17,7 @@ from . import backends
 from .backends.base import NOT_MEASURED
 from .device.allocator import allocator_timeline_columns
 from .device.clocks import clocks
-from .device.placement import CALLS, CATEGORY, DEVICE_S, placement_log
+from .device.placement import PlacementEntry, PlacementSnapshot, placement_log
 from .device.runtime import allocator
 
 if TYPE_CHECKING:
@@ -39,7 +39,7 @@ def clear_op_tracking() -> None:
     backends.current().clear_op_tracking()
 
 
-def op_table(snapshot: dict[str, tuple[Any, ...]] | None = None) -> pd.DataFrame:
+def op_table(snapshot: Mapping[str, PlacementEntry] | None = None) -> pd.DataFrame:
     """The placement log (or a simulator snapshot of it) as a DataFrame sorted by modeled device time.
 
     On hardware the cost, transfer and source columns hold "not measured".
@@ -58,8 +58,9 @@ def op_table(snapshot: dict[str, tuple[Any, ...]] | None = None) -> pd.DataFrame
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
 
-def placement_summary(snapshot: dict[str, tuple[Any, ...]] | None = None) -> dict[str, Any]:
-    """Calls and modeled device time by category, and the share of device time spent in fallbacks."""
+def placement_summary(snapshot: Mapping[str, PlacementEntry] | None = None) -> dict[str, Any]:
+    """Calls and distinct ops by category, modeled device time, the share of it spent in fallbacks,
+    bytes moved, and the clocks (aggregations of :class:`~trn_notebook.device.placement.PlacementSnapshot`)."""
     backend = backends.current()
     if snapshot is None and not backend.is_simulator:
         calls_hw: dict[str, int | str] = {"native": 0, "cpu_fallback": 0}
@@ -72,13 +73,16 @@ def placement_summary(snapshot: dict[str, tuple[Any, ...]] | None = None) -> dic
             ops_hw[row["category"]] = ops_hw.get(row["category"], 0) + 1
         return {"calls": calls_hw, "ops": ops_hw, "device_s": NOT_MEASURED, "clocks": backends.NA}
     snap = placement_log.snapshot() if snapshot is None else snapshot
-    calls = {"native": 0, "cpu_fallback": 0, "unsupported": 0, "host_only": 0}
-    ops = dict.fromkeys(calls, 0)
-    for e in snap.values():
-        calls[e[CATEGORY]] = calls.get(e[CATEGORY], 0) + e[CALLS]
-        ops[e[CATEGORY]] = ops.get(e[CATEGORY], 0) + 1
-    device_s = sum(e[DEVICE_S] for e in snap.values())
-    return {"calls": calls, "ops": ops, "device_s": device_s, "clocks": clocks.snapshot()}
+    if not isinstance(snap, PlacementSnapshot):
+        snap = PlacementSnapshot(dict(snap))
+    return {
+        "calls": snap.calls_by_category,
+        "ops": snap.ops_by_category,
+        "device_s": snap.device_s,
+        "fallback_share": snap.fallback_share,
+        "bytes_moved": snap.bytes_moved,
+        "clocks": clocks.snapshot(),
+    }
 
 
 @contextlib.contextmanager

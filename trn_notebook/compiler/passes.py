@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from .decompositions import DECOMPOSITIONS, Site
 from .fusion import fuse, plan_memory, reorder
 from .ir import DType, Graph, Node, Ref, TensorType, map_refs
-from .ops import OPS, RANDOM_OPS
+from .ops import RANDOM_OPS
 from .text import format_value
 
 Pass = Callable[[Graph], Graph]
@@ -52,54 +53,25 @@ def _rename(nodes: list[Node], outputs: tuple[Ref | None, ...], mapping: dict[st
 
 # -- decomposition to the core op set ----------------------------------------------------------
 def decompose(g: Graph) -> Graph:
-    """Rewrite non-core ops into core ops (each rule's algebra in its comment)."""
+    """Rewrite non-core ops into core ops with the rules of :data:`DECOMPOSITIONS` (algebra in each rule)."""
     fresh = _Names(g, "d")
     types = g.types()
     nodes: list[Node] = []
     alias: dict[str, str] = {}
     for n in g.nodes:
-        if OPS[n.op].core:
+        rule = DECOMPOSITIONS.get(n.op)
+        if rule is None:
             nodes.append(n)
             continue
-        out_t = n.types[0]
         x = n.args[0] if n.args else None
         src_t = types.get(x.name) if isinstance(x, Ref) else None
-        kw = dict(n.kwargs)
-        if n.op == "alias":  # alias(x) = x  (functional graph: aliasing is not observable)
-            alias[n.outs[0]] = x.name
-        elif n.op in ("view", "squeeze", "unsqueeze"):  # view/squeeze/unsqueeze(x) = reshape(x, out.shape)
-            nodes.append(n.with_(op="reshape", args=(x, list(out_t.shape)), kwargs=()))
-        elif n.op == "t":  # t(x) = permute(x, [1, 0]); t of a vector is itself
-            if len(out_t.shape) < 2:
-                alias[n.outs[0]] = x.name
-            else:
-                nodes.append(n.with_(op="permute", args=(x, [1, 0])))
-        elif n.op == "transpose":  # transpose(x, a, b) = permute(x, p) with p = identity, a and b swapped
-            rank = len(src_t.shape)
-            a, b = (d % rank if rank else 0 for d in n.args[1:3])
-            perm = list(range(rank))
-            perm[a], perm[b] = perm[b], perm[a]
-            nodes.append(n.with_(op="permute", args=(x, perm), kwargs=()))
-        elif n.op == "rsub":  # rsub(x, y, alpha) = y - alpha * x = (x * -alpha) + y
-            tmp = fresh()
-            alpha = kw.get("alpha", n.args[2] if len(n.args) > 2 else 1)
-            nodes.append(Node((tmp,), (out_t,), "mul", (x, -alpha), (), n.source))
-            nodes.append(n.with_(op="add", args=(Ref(tmp), n.args[1]), kwargs=()))
-        elif n.op == "mean":  # mean(x, dims) = sum(x, dims) / (numel(x) / numel(out))
-            tmp = fresh()
-            count = max(src_t.numel, 1) // max(out_t.numel, 1) if out_t.numel else 1
-            nodes.append(n.with_(op="sum", outs=(tmp,)))
-            nodes.append(Node(n.outs, n.types, "div", (Ref(tmp), float(count)), (), n.source))
-        elif n.op in ("zeros_like", "ones_like"):  # zeros_like(x) = full_like(x, 0); ones_like(x) = full_like(x, 1)
-            fill = 0 if n.op == "zeros_like" else 1
-            nodes.append(n.with_(op="full_like", args=(x, fill, *n.args[1:])))
-        elif n.op in ("zeros", "ones"):  # zeros(size) = full(size, 0); ones(size) = full(size, 1)
-            fill = 0 if n.op == "zeros" else 1
-            kwargs = tuple(kv for kv in n.kwargs if kv[0] == "dtype")
-            dtype = dict(kwargs).get("dtype", DType(out_t.dtype))
-            nodes.append(n.with_(op="full", args=(n.args[0], fill), kwargs=(("dtype", dtype),)))
-        else:  # pragma: no cover - every non-core op has a rule above
-            raise AssertionError(f"no decomposition rule for {n.op}")
+        out_t = n.types[0]
+        assert out_t is not None, n
+        replaced = rule(Site(n, x, src_t, out_t, fresh))
+        if isinstance(replaced, str):
+            alias[n.outs[0]] = replaced
+        else:
+            nodes.extend(replaced)
     nodes, outputs = _rename(nodes, g.outputs, alias)
     return g.with_nodes(nodes, outputs)
 

@@ -67,27 +67,17 @@ def _fmt_bytes(n: float) -> str:
 
 
 def node_flops(n: Node, types: dict[str, TensorType | None]) -> float:
-    """Approximate FLOPs of one IR node from its static types."""
+    """Approximate FLOPs of one IR node from its static types: its record's cost function, else a
+    default by kind (pointwise/reductions one op per element, four if transcendental)."""
     op = OPS[n.op]
     outs = sum(t.numel for t in n.types if t is not None)
     arg_types = [types.get(r) for r in n.refs()]
     arg_types = [t for t in arg_types if t is not None]
     if op.kind == "view":
         return 0.0
+    if op.flops is not None:  # the op record's cost function, shared with the eager cost model
+        return op.flops([t.shape for t in arg_types], outs)
     if op.kind == "matmul":
-        if n.op in ("mm", "bmm") and arg_types:
-            return 2.0 * outs * arg_types[0].shape[-1]
-        if n.op in ("addmm", "baddbmm") and len(arg_types) >= 2:
-            return 2.0 * outs * arg_types[1].shape[-1]
-        if n.op == "convolution" and len(arg_types) >= 2:
-            w = arg_types[1]
-            return 2.0 * outs * (w.numel // max(w.shape[0], 1))
-        if n.op.startswith("sdpa_flash") and len(arg_types) >= 3:  # QK^T and PV: 4 * |q| * keys (x2 backward)
-            q = arg_types[1] if n.op.endswith("backward") else arg_types[0]
-            return (8.0 if n.op.endswith("backward") else 4.0) * q.numel * q.shape[-2]
-        if n.op == "convolution_backward" and len(arg_types) >= 3:
-            w = arg_types[2]
-            return 4.0 * arg_types[0].numel * (w.numel // max(w.shape[0], 1))
         return 2.0 * outs
     ins = sum(t.numel for t in arg_types)
     if op.kind == "reduction":

@@ -1,4 +1,9 @@
-"""``torch.autocast("neuron")``: the cast policy, mirroring CUDA's lists for the ops models use."""
+"""``torch.autocast("neuron")``: the cast policy, mirroring CUDA's lists for the ops models use.
+
+Each op's class (``"lower"``: runs in the autocast dtype, bfloat16 by default — CUDA's
+lower_precision_fp list, abridged; ``"float32"``: numerically sensitive, runs in float32 whatever its
+inputs) is the ``autocast`` field of its record in the op registry (:mod:`.op_table`).
+"""
 
 from __future__ import annotations
 
@@ -7,54 +12,9 @@ from typing import Any
 
 import torch
 
-_KEY = torch._C.DispatchKeySet(torch._C.DispatchKey.AutocastPrivateUse1)
+from .policy import registry
 
-# Ops that run in the autocast dtype (bfloat16 by default) — CUDA's lower_precision_fp list, abridged.
-LOWER_PRECISION = (
-    "mm",
-    "addmm",
-    "bmm",
-    "baddbmm",
-    "addbmm",
-    "matmul",
-    "linear",
-    "conv1d",
-    "conv2d",
-    "conv3d",
-    "_convolution",
-    "convolution",
-    "prelu",
-    "scaled_dot_product_attention",
-    "chain_matmul",
-    "addmv",
-    "mv",
-)
-# Ops that run in float32 whatever their inputs (numerically sensitive).
-FLOAT32 = (
-    "softmax.int",
-    "log_softmax.int",
-    "layer_norm",
-    "group_norm",
-    "cross_entropy_loss",
-    "nll_loss",
-    "mse_loss",
-    "l1_loss",
-    "smooth_l1_loss",
-    "binary_cross_entropy_with_logits",
-    "cumsum",
-    "exp",
-    "log",
-    "pow.Tensor_Scalar",
-    "sum",
-    "prod",
-    "norm.Scalar",
-    "rsqrt",
-    "erfinv",
-    "softplus",
-    "cosine_similarity",
-    "kl_div",
-    "batch_norm",
-)
+_KEY = torch._C.DispatchKeySet(torch._C.DispatchKey.AutocastPrivateUse1)
 
 
 def _cast(value: Any, dtype: torch.dtype) -> Any:
@@ -78,16 +38,18 @@ def _kernel(op: torch._ops.OpOverloadPacket | torch._ops.OpOverload, lower: bool
 
 def register_autocast_kernels(lib: torch.library.Library) -> None:
     """Register the autocast kernels on ``lib`` (an ``aten`` IMPL library)."""
-    for names, lower in ((LOWER_PRECISION, True), (FLOAT32, False)):
-        for name in names:
-            base, _, overload = name.partition(".")
-            packet = getattr(torch.ops.aten, base, None)
-            if packet is None:
-                continue
-            for ov in [overload] if overload else packet.overloads():
-                op = getattr(packet, ov)
-                lib.impl(
-                    op._schema.name.split("::")[1] + ("." + ov if ov != "default" else ""),
-                    _kernel(op, lower),
-                    "AutocastPrivateUse1",
-                )
+    for record in registry.records():
+        if record.autocast is None:
+            continue
+        lower = record.autocast == "lower"
+        packet = getattr(torch.ops.aten, record.name, None)
+        if packet is None:
+            continue
+        overload = record.autocast_overload
+        for ov in [overload] if overload else packet.overloads():
+            op = getattr(packet, ov)
+            lib.impl(
+                op._schema.name.split("::")[1] + ("." + ov if ov != "default" else ""),
+                _kernel(op, lower),
+                "AutocastPrivateUse1",
+            )

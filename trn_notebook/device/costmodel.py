@@ -13,6 +13,7 @@ import torch
 
 from .chips import ChipSpec
 from .config import replace_fields
+from .policy import policy
 
 
 @dataclass(frozen=True)
@@ -69,43 +70,19 @@ def transfer_seconds(nbytes: float) -> float:
     return c.transfer_latency_s + nbytes / c.transfer_bandwidth
 
 
-_MATMUL = frozenset({"mm", "addmm", "bmm", "baddbmm", "matmul", "linear", "addbmm", "_addmm_activation"})
-_CONV = frozenset({"convolution", "convolution_overrideable", "_convolution", "conv2d", "conv1d"})
-_SDPA = frozenset(
-    {
-        "_scaled_dot_product_flash_attention_for_cpu",
-        "scaled_dot_product_attention",
-        "_scaled_dot_product_efficient_attention",
-        "_scaled_dot_product_flash_attention",
-        "_scaled_dot_product_attention_math",
-    }
-)
-
-
-MATMUL_LIKE = _MATMUL | _CONV | _SDPA
-
-
 def estimate_flops(name: str, inputs: list[torch.Tensor], outputs: list[torch.Tensor]) -> float:
-    """Approximate FLOPs of op ``name`` (base name) from its tensor inputs and outputs."""
+    """Approximate FLOPs of op ``name`` (base name): its record's cost function, else one per element."""
     out_numel = sum(o.numel() for o in outputs)
-    if name in _MATMUL:
-        # 2*M*N*K: output elements times the contracted dimension of the first 2-d+ operand.
-        mats = [t for t in inputs if t.dim() >= 2]
-        k = mats[-2].shape[-1] if len(mats) >= 2 else (mats[0].shape[-1] if mats else 1)
-        return 2.0 * out_numel * k
-    if name in _CONV and len(inputs) >= 2:
-        w = inputs[1]
-        return 2.0 * out_numel * (w.numel() // max(w.shape[0], 1))
-    if name in _SDPA and len(inputs) >= 3:
-        q, k = inputs[0], inputs[1]
-        return 4.0 * q.numel() * k.shape[-2]
+    fn = policy.rule(name).flops
+    if fn is not None:
+        return fn([t.shape for t in inputs], out_numel)
     in_numel = sum(t.numel() for t in inputs)
     return float(max(out_numel, in_numel))
 
 
 def matmul_like(name: str) -> bool:
-    """True for ops the cost model treats as matrix multiplication or convolution."""
-    return name in _MATMUL or name in _CONV or name in _SDPA
+    """True for ops whose record carries a compute cost function (matmul, convolution, attention)."""
+    return policy.rule(name).flops is not None
 
 
 def ceil_div(a: int, b: int) -> int:

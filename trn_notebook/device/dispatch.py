@@ -1,6 +1,7 @@
 """Execution of ATen ops on the simulated device: one boxed fallback plus a few direct kernels.
 
-Every op on a neuron tensor lands in :func:`run_op`: it decides the placement (policy registry),
+Every op on a neuron tensor lands in :func:`run_op`: it decides the placement (the op's record in
+the registry: its category and its "can run here" dtypes),
 runs the CPU kernel on host aliases of the device bytes, maps results back to neuron tensors
 (aliases stay aliases, in-place ops return their argument), and records the op in the placement
 log, the clocks and the cost model. Direct registrations exist only for hot ops (skipping the
@@ -22,13 +23,13 @@ from . import config as _config
 from . import costmodel
 from .clocks import clocks
 from .placement import placement_log, user_frame
-from .policy import NATIVE_DTYPES, REJECTED_DTYPES, policy
+from .policy import REJECTED_DTYPES, policy
+from .registry import NATIVE_MEMORY_FORMATS
 from .runtime import cached_host_view, host_view, rebind, state, wrap
 
 _perf = time.perf_counter
 _Tensor = torch.Tensor
 _NUMBERS = (int, float, bool, complex)
-_CHANNELS_LAST = (torch.channels_last, torch.channels_last_3d)
 
 
 class NeuronFallbackWarning(UserWarning):
@@ -44,7 +45,7 @@ _warned: set[str] = set()
 
 
 class _OpInfo:
-    __slots__ = ("category", "mutable", "name", "number_args", "reason", "version")
+    __slots__ = ("category", "dtypes", "flops", "mutable", "name", "number_args", "reason", "version")
 
     def __init__(self, op: torch._ops.OpOverload) -> None:
         schema = op._schema
@@ -53,6 +54,8 @@ class _OpInfo:
         rule = policy.rule(name, op)
         self.category = rule.category
         self.reason = rule.reason
+        self.dtypes = rule.dtypes  # "can run here": other dtypes fall back
+        self.flops = rule.flops
         self.mutable = any(a.alias_info is not None and a.alias_info.is_write for a in schema.arguments)
         # Tensor parameters that may arrive as Python numbers (the boxed fallback unwraps wrapped scalars)
         self.number_args = tuple(
@@ -65,7 +68,7 @@ _infos: dict[Any, _OpInfo] = {}
 
 
 def op_info(op: torch._ops.OpOverload) -> _OpInfo:
-    """Cached placement facts of ``op`` (recomputed when the policy changes)."""
+    """Cached facts of ``op`` from its registry record (recomputed when the registry changes)."""
     info = _infos.get(op)
     if info is None or info.version != policy.version:
         info = _infos[op] = _OpInfo(op)
@@ -113,6 +116,7 @@ def run_op(op: torch._ops.OpOverload, *args: Any, **kwargs: Any) -> Any:
     foreign = False
     hargs: list[Any] = []
     view = host_view if info.mutable else cached_host_view
+    native = info.dtypes
     for a in args:
         if isinstance(a, _Tensor):
             if a.is_cpu:
@@ -123,7 +127,7 @@ def run_op(op: torch._ops.OpOverload, *args: Any, **kwargs: Any) -> Any:
             dt = a.dtype
             if dt in REJECTED_DTYPES and not allow64:
                 raise _reject_dtype(info.name, dt)
-            if dtype is None or dt not in NATIVE_DTYPES:
+            if dtype is None or dt not in native:
                 dtype = dt
             h = view(a)
             pairs.append((h, a))
@@ -135,7 +139,7 @@ def run_op(op: torch._ops.OpOverload, *args: Any, **kwargs: Any) -> Any:
                 if isinstance(x, _Tensor) and not x.is_cpu:
                     if x.dtype in REJECTED_DTYPES and not allow64:
                         raise _reject_dtype(info.name, x.dtype)
-                    if dtype is None or x.dtype not in NATIVE_DTYPES:
+                    if dtype is None or x.dtype not in native:
                         dtype = x.dtype
                     h = view(x)
                     pairs.append((h, x))
@@ -162,7 +166,7 @@ def run_op(op: torch._ops.OpOverload, *args: Any, **kwargs: Any) -> Any:
                 kw[k] = torch.device("cpu")
             elif k == "dtype" and v in REJECTED_DTYPES and not allow64:
                 raise _reject_dtype(info.name, v)
-            elif k == "memory_format" and v in _CHANNELS_LAST:  # e.g. x.contiguous(memory_format=...)
+            elif k == "memory_format" and v is not None and v not in NATIVE_MEMORY_FORMATS:  # channels_last
                 raise RuntimeError(
                     f"neuron supports only contiguous memory format, got {v} (aten::{info.name}); drop "
                     "memory_format=torch.channels_last (TorchNeuron rejects it too)"
@@ -183,7 +187,7 @@ def run_op(op: torch._ops.OpOverload, *args: Any, **kwargs: Any) -> Any:
         kwargs = kw
     if foreign and pairs and not info.name.startswith("index"):
         raise _same_device_error(info.name)
-    if category == "native" and dtype is not None and dtype not in NATIVE_DTYPES:
+    if category == "native" and dtype is not None and dtype not in native:
         if cfg.fallback_only_for_unimplemented:
             # RuntimeError, not TypeError: torch turns a TypeError inside `a + b` into "unsupported operand".
             raise RuntimeError(
@@ -324,8 +328,11 @@ def _account(
     consts = costmodel._constants
     if category == "native":
         dt = dtype or torch.float32
-        if name in costmodel.MATMUL_LIKE:
-            flops = costmodel.estimate_flops(name, [n for _, n in pairs], outs)
+        if info.flops is not None:  # the op's cost function from its record (matmul-class)
+            out_numel = 0
+            for o in outs:
+                out_numel += o.numel()
+            flops = info.flops([n.shape for _, n in pairs], out_numel)
         else:  # pointwise/reduction: ~one op per element of the larger side
             flops = (in_bytes if in_bytes > out_bytes else out_bytes) / dt.itemsize
         device_s = costmodel.roofline_seconds(state.chip, flops, in_bytes + out_bytes, dt)

@@ -1,5 +1,6 @@
 """Direct PrivateUse1 kernels: copies, factories, value reads, storage ops and hot ops.
 
+Which ops get a direct kernel is the ``direct`` field of their record (:mod:`.op_table`).
 Everything else goes through the boxed fallback (:func:`trn_notebook.device.dispatch.run_op`).
 """
 
@@ -13,73 +14,10 @@ import torch
 
 from . import config as _config
 from .dispatch import _reject_dtype, flags, record_sync, record_transfer, run_op
-from .policy import REJECTED_DTYPES
+from .policy import REJECTED_DTYPES, registry
 from .runtime import _CPU_KEYSET, _set_storage, empty, host_storage, host_view, new_storage
 
 _perf = time.perf_counter
-
-# Functional overloads registered directly so they skip `empty` + `.out` (roughly halves their cost).
-HOT_OPS = (
-    "add.Tensor",
-    "sub.Tensor",
-    "mul.Tensor",
-    "div.Tensor",
-    "mul.Scalar",
-    "add.Scalar",
-    "neg",
-    "exp",
-    "mm",
-    "addmm",
-    "bmm",
-    "relu",
-    "gelu",
-    "silu",
-    "sigmoid",
-    "tanh",
-    "rsqrt",
-    "sqrt",
-    "pow.Tensor_Scalar",
-    "sum.dim_IntList",
-    "mean.dim",
-    "amax",
-    "where.self",
-    "clone",
-    "_softmax",
-    "_log_softmax",
-    "native_layer_norm",
-    "native_layer_norm_backward",
-    "threshold_backward",
-    "gelu_backward",
-    "_softmax_backward_data",
-    "_log_softmax_backward_data",
-    "embedding",
-    "embedding_dense_backward",
-    "nll_loss_forward",
-    "nll_loss_backward",
-    "add_.Tensor",
-    "mul_.Tensor",
-    "_scaled_dot_product_flash_attention_for_cpu",
-    "_scaled_dot_product_flash_attention_for_cpu_backward",
-    "cat",
-    "lerp_.Scalar",
-    "addcmul_",
-    "addcdiv_",
-    "_foreach_add_.List",
-    "_foreach_mul_.Scalar",
-    "sum",
-    "masked_fill.Scalar",
-)
-
-# Ops whose generic (CompositeExplicitAutograd) kernel on a new backend computes differently from the CPU
-# kernel (bfloat16 rounding at each step): registered directly so the device matches CPU numerics.
-CPU_KERNEL_OPS = (
-    "addr",
-    "native_group_norm",
-    "native_group_norm_backward",
-    "mode.values",  # the generic out= kernel refuses devices other than CPU/CUDA/XPU
-    "silu_backward",
-    "mish_backward",
-)
 
 
 def _check_dtype(name: str, dtype: torch.dtype | None) -> torch.dtype:
@@ -340,6 +278,15 @@ def neuron_storage(nbytes: int) -> torch.UntypedStorage:
     return new_storage(host)
 
 
+def direct_overloads() -> list[str]:
+    """Overloads whose record asks for a direct kernel (``"add.Tensor"``): hot functional ops skip
+    ``empty`` + ``.out`` (roughly halving their cost); ops whose generic (CompositeExplicitAutograd)
+    kernel would round differently from the CPU's get the CPU kernel instead."""
+    return [
+        r.name + ("" if ov == "default" else f".{ov}") for r in registry.records() if r.ns == "aten" for ov in r.direct
+    ]
+
+
 def register_kernels(lib: torch.library.Library) -> list[str]:
     """Register the direct kernels on ``lib`` (an ``aten`` IMPL library); returns the overload names."""
     direct = {
@@ -362,7 +309,7 @@ def register_kernels(lib: torch.library.Library) -> list[str]:
         lib.impl(name, fn, "PrivateUse1")
         names.append(name)
     lib.impl("_pin_memory", pin_memory, "CPU")  # pinning happens on a CPU tensor, for the neuron device
-    for name in HOT_OPS + CPU_KERNEL_OPS:
+    for name in direct_overloads():
         base, _, overload = name.partition(".")
         packet = getattr(torch.ops.aten, base)
         op = getattr(packet, overload or "default")

@@ -3,8 +3,10 @@
 Each entry holds: category, calls, host wall seconds, modeled seconds, bytes moved host->device and
 device->host, and the first user source line that issued it. The modeled seconds are the device
 kernel time for native ops and, for CPU fallbacks, the modeled copies both ways plus the measured
-host compute (what the fallback adds to the critical path). Views and magics
-read :meth:`PlacementLog.snapshot`; nothing else counts ops.
+host compute (what the fallback adds to the critical path). The hot path updates plain lists in
+place; :meth:`PlacementLog.snapshot` turns them into frozen :class:`PlacementEntry` records inside
+a :class:`PlacementSnapshot`, whose aggregations (calls by category, fallback share, bytes moved)
+every view reads; nothing else counts ops.
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ import importlib.util
 import os
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -21,9 +25,133 @@ import torch
 if TYPE_CHECKING:
     import pandas as pd
 
-# Entry layout (a list for cheap in-place updates on the hot path).
+# Live entry layout (a list for cheap in-place updates on the hot path); also the index order of
+# PlacementEntry for readers written before it was typed.
 CATEGORY, CALLS, HOST_S, DEVICE_S, H2D, D2H, SOURCE = range(7)
 COLUMNS = ("op", "category", "calls", "host_ms", "device_ms", "bytes_h2d", "bytes_d2h", "source")
+CATEGORY_NAMES = ("native", "cpu_fallback", "unsupported", "host_only")
+
+
+@dataclass(frozen=True, slots=True)
+class PlacementEntry:
+    """One op's counters at snapshot time (seconds and bytes)."""
+
+    category: str
+    calls: int
+    host_s: float
+    device_s: float
+    h2d: int
+    d2h: int
+    source: str
+
+    @property
+    def bytes_moved(self) -> int:
+        """Bytes copied host->device plus device->host."""
+        return self.h2d + self.d2h
+
+    def __getitem__(self, index: int) -> Any:
+        """Tuple-style access (``entry[CALLS]``) for readers written before the entry was typed."""
+        return (self.category, self.calls, self.host_s, self.device_s, self.h2d, self.d2h, self.source)[index]
+
+    def minus(self, before: PlacementEntry) -> PlacementEntry:
+        """The counters accumulated since ``before`` (same op)."""
+        return PlacementEntry(
+            self.category,
+            self.calls - before.calls,
+            self.host_s - before.host_s,
+            self.device_s - before.device_s,
+            self.h2d - before.h2d,
+            self.d2h - before.d2h,
+            self.source,
+        )
+
+
+@dataclass(frozen=True, eq=False)
+class PlacementSnapshot(Mapping[str, PlacementEntry]):
+    """The placement log at one moment (or a window between two), by op; aggregations computed once."""
+
+    entries: dict[str, PlacementEntry] = field(default_factory=dict)
+
+    def __getitem__(self, name: str) -> PlacementEntry:
+        return self.entries[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.entries)
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def __repr__(self) -> str:
+        return f"PlacementSnapshot({self.entries!r})"
+
+    @cached_property
+    def calls_by_category(self) -> dict[str, int]:
+        """Calls per category (every category present, zero if unused)."""
+        calls = dict.fromkeys(CATEGORY_NAMES, 0)
+        for e in self.entries.values():
+            calls[e.category] = calls.get(e.category, 0) + e.calls
+        return calls
+
+    @cached_property
+    def ops_by_category(self) -> dict[str, int]:
+        """Distinct ops per category."""
+        ops = dict.fromkeys(CATEGORY_NAMES, 0)
+        for e in self.entries.values():
+            ops[e.category] = ops.get(e.category, 0) + 1
+        return ops
+
+    @cached_property
+    def total_calls(self) -> int:
+        """Calls of every op."""
+        return sum(e.calls for e in self.entries.values())
+
+    @cached_property
+    def device_s(self) -> float:
+        """Modeled seconds of every op (fallbacks: copies plus host compute)."""
+        return sum(e.device_s for e in self.entries.values())
+
+    @cached_property
+    def fallback_s(self) -> float:
+        """Modeled seconds of the CPU fallbacks."""
+        return sum(e.device_s for e in self.entries.values() if e.category == "cpu_fallback")
+
+    @cached_property
+    def fallback_share(self) -> float:
+        """Share of the modeled time spent in CPU fallbacks (0 when nothing ran)."""
+        return self.fallback_s / self.device_s if self.device_s > 0 else 0.0
+
+    @cached_property
+    def bytes_moved(self) -> int:
+        """Bytes copied between host and device by every op."""
+        return sum(e.h2d + e.d2h for e in self.entries.values())
+
+    @cached_property
+    def fallbacks(self) -> list[tuple[str, PlacementEntry]]:
+        """CPU-fallback ops, costliest first (modeled time plus host time)."""
+        rows = [(n, e) for n, e in self.entries.items() if e.category == "cpu_fallback"]
+        return sorted(rows, key=lambda r: r[1].device_s + r[1].host_s, reverse=True)
+
+    def since(self, before: Mapping[str, PlacementEntry]) -> PlacementSnapshot:
+        """This snapshot minus ``before`` (a per-cell window); ops with no new calls are dropped."""
+        out: dict[str, PlacementEntry] = {}
+        for name, e in self.entries.items():
+            b = before.get(name)
+            if b is None:
+                out[name] = e
+            elif e.calls != b.calls:
+                out[name] = e.minus(b)
+        return PlacementSnapshot(out)
+
+    def frame(self) -> pd.DataFrame:
+        """The entries as a DataFrame sorted by modeled device time (ms columns)."""
+        import pandas as pd
+
+        rows = [
+            (name, e.category, e.calls, e.host_s * 1e3, e.device_s * 1e3, e.h2d, e.d2h, e.source)
+            for name, e in self.entries.items()
+        ]
+        df = pd.DataFrame(rows, columns=list(COLUMNS))
+        return df.sort_values(["device_ms", "calls"], ascending=False, ignore_index=True)
 
 
 def _package_dir(name: str) -> str | None:
@@ -91,22 +219,17 @@ class PlacementLog:
         except Exception:
             return _default_formatter(*where)
 
-    def snapshot(self) -> dict[str, tuple[Any, ...]]:
-        """A copy of every entry: ``{op: (category, calls, host_s, device_s, h2d, d2h, source)}``."""
+    def snapshot(self) -> PlacementSnapshot:
+        """Every entry as a frozen :class:`PlacementEntry`, by op."""
         with self.lock:
-            return {name: tuple(e) for name, e in self.entries.items()}
+            return PlacementSnapshot({name: PlacementEntry(*e) for name, e in self.entries.items()})
 
-    def frame(self, snapshot: dict[str, tuple[Any, ...]] | None = None) -> pd.DataFrame:
+    def frame(self, snapshot: Mapping[str, PlacementEntry] | None = None) -> pd.DataFrame:
         """The log (or a snapshot/difference of snapshots) as a DataFrame sorted by modeled device time."""
-        import pandas as pd
-
         snap = self.snapshot() if snapshot is None else snapshot
-        rows = [
-            (name, e[CATEGORY], e[CALLS], e[HOST_S] * 1e3, e[DEVICE_S] * 1e3, e[H2D], e[D2H], e[SOURCE])
-            for name, e in snap.items()
-        ]
-        df = pd.DataFrame(rows, columns=list(COLUMNS))
-        return df.sort_values(["device_ms", "calls"], ascending=False, ignore_index=True)
+        if not isinstance(snap, PlacementSnapshot):
+            snap = PlacementSnapshot(dict(snap))
+        return snap.frame()
 
     def reset(self) -> None:
         """Forget every entry."""
@@ -127,24 +250,9 @@ def user_frame() -> tuple[str, int] | None:
     return None
 
 
-def diff_snapshots(before: dict[str, tuple[Any, ...]], after: dict[str, tuple[Any, ...]]) -> dict[str, tuple[Any, ...]]:
+def diff_snapshots(before: Mapping[str, PlacementEntry], after: PlacementSnapshot) -> PlacementSnapshot:
     """Entries of ``after`` minus ``before`` (a per-cell window); ops with no new calls are dropped."""
-    out: dict[str, tuple[Any, ...]] = {}
-    for name, e in after.items():
-        b = before.get(name)
-        if b is None:
-            out[name] = e
-        elif e[CALLS] != b[CALLS]:
-            out[name] = (
-                e[CATEGORY],
-                e[CALLS] - b[CALLS],
-                e[HOST_S] - b[HOST_S],
-                e[DEVICE_S] - b[DEVICE_S],
-                e[H2D] - b[H2D],
-                e[D2H] - b[D2H],
-                e[SOURCE],
-            )
-    return out
+    return after.since(before)
 
 
 placement_log = PlacementLog()

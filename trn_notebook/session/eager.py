@@ -16,13 +16,12 @@ import itertools
 import time
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any
 
 import torch
 
 from ..device.clocks import clocks
 from ..device.config import override
-from ..device.placement import CALLS, CATEGORY, D2H, DEVICE_S, H2D, HOST_S, SOURCE, diff_snapshots, placement_log
+from ..device.placement import PlacementEntry, PlacementSnapshot, placement_log
 from ..device.runtime import allocator
 from ..results import Card, Result, Table, fmt_bytes, fmt_s
 
@@ -35,7 +34,7 @@ class EagerReport(Result):
     """What one eager block did on the device (all figures are differences over the block)."""
 
     label: str
-    ops: dict[str, tuple[Any, ...]]
+    ops: PlacementSnapshot
     calls_by_category: dict[str, int]
     syncs: list[tuple[str, str]]
     sync_points: int
@@ -52,10 +51,9 @@ class EagerReport(Result):
     failed: bool = False
     notes: list[str] = field(default_factory=list)
 
-    def fallbacks(self) -> list[tuple[str, tuple[Any, ...]]]:
+    def fallbacks(self) -> list[tuple[str, PlacementEntry]]:
         """CPU-fallback ops of the block, costliest first (modeled device time plus host time)."""
-        rows = [(n, e) for n, e in self.ops.items() if e[CATEGORY] == "cpu_fallback"]
-        return sorted(rows, key=lambda r: r[1][DEVICE_S] + r[1][HOST_S], reverse=True)
+        return self.ops.fallbacks
 
     def parts(self) -> list[Result]:
         c = self.calls_by_category
@@ -91,11 +89,11 @@ class EagerReport(Result):
                     [
                         (
                             f"aten::{n}",
-                            e[CALLS],
-                            f"{e[DEVICE_S] * 1e3:.3f}",
-                            f"{e[HOST_S] * 1e3:.3f}",
-                            fmt_bytes(e[H2D] + e[D2H]),
-                            e[SOURCE],
+                            e.calls,
+                            f"{e.device_s * 1e3:.3f}",
+                            f"{e.host_s * 1e3:.3f}",
+                            fmt_bytes(e.bytes_moved),
+                            e.source,
                         )
                         for n, e in falls[:TOP_FALLBACKS]
                     ],
@@ -147,21 +145,18 @@ class EagerWindow:
     def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
         wall = time.perf_counter() - self._t0
         after_clocks = clocks.snapshot()
-        ops = diff_snapshots(self._ops, placement_log.snapshot())
+        ops = placement_log.snapshot().since(self._ops)
         self._memory_scope.__exit__(None, None, None)
         if self.on_device and torch.get_default_device().type in ("privateuseone", "neuron"):
             torch.set_default_device(self._prev_device)
         self._config.__exit__(None, None, None)
         n_sync = int(after_clocks["sync_points"] - self._clocks["sync_points"])
         syncs = [(r, w) for r, w, _ in clocks.sync_events()[-n_sync:]] if n_sync else []
-        calls: dict[str, int] = {}
-        for e in ops.values():
-            calls[e[CATEGORY]] = calls.get(e[CATEGORY], 0) + e[CALLS]
         peak = allocator.phase_peaks.get(self._phase, {}).get("allocated", allocator.counters.allocated)
         self.report = EagerReport(
             label=self.label,
             ops=ops,
-            calls_by_category=calls,
+            calls_by_category=ops.calls_by_category,
             syncs=syncs,
             sync_points=n_sync,
             launches=int(after_clocks["launches"] - self._clocks["launches"]),

@@ -1,0 +1,284 @@
+"""The op registry: every fact about an op in one record (rules as data).
+
+One :class:`OpRecord` per ATen base op (``"mm"``, ``"add_"``, ``"_softmax"``) holds
+
+* ``category`` — where it runs on the device (TorchNeuron's compatibility table,
+  shared/reference/torchneuron.md): ``native`` (a device kernel), ``cpu_fallback`` (copied to the
+  host, run by the CPU kernel, copied back), ``unsupported`` (raises) or ``host_only`` (metadata/view
+  ops that move no data); ``None`` derives it from the op's tags (pointwise and reductions are
+  native, aliasing views are host-only, anything else falls back);
+* ``reason`` — why it falls back or is unsupported (shown in warnings, errors and the policy table);
+* ``dtypes`` — the "can it run here" checker's data: dtypes with a native kernel (other dtypes
+  fall back, float64/complex128 are refused device-wide); memory formats are contiguous only;
+* ``flops`` — its cost function ``(input shapes, output elements) -> FLOPs`` for matmul-class
+  ops, read by the eager cost model and the compiler's schedule; ``None`` means "bandwidth-bound":
+  the eager model charges the bytes and the compiler uses its IR kind's default;
+* ``autocast`` — ``"lower"`` (runs in the autocast dtype) or ``"float32"`` under ``torch.autocast``;
+* ``direct`` — overloads registered as direct PrivateUse1 kernels (hot ops skip the ``.out`` detour;
+  some composite kernels round differently from the CPU's) instead of the boxed fallback;
+* ``lower``/``kind``/``transcendental`` — the compiler IR op each overload lowers to, the IR op's
+  kind (``view``, ``pointwise``, ``reduction``, ``matmul``, ``library``, ``copy``, ``factory``) and
+  whether it runs on the ScalarE. The compiler builds its op set from these (``compiler/ops.py``).
+
+The records are in :mod:`.op_table`; adding an op is one ``op(...)`` line there (or one
+:meth:`OpRegistry.register` call at run time). :func:`set_op_category` overrides a category.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+import torch
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+Category = Literal["native", "cpu_fallback", "unsupported", "host_only"]
+CATEGORIES: tuple[Category, ...] = ("native", "cpu_fallback", "unsupported", "host_only")
+AutocastClass = Literal["lower", "float32"]
+IR_KINDS = ("view", "pointwise", "reduction", "matmul", "library", "copy", "factory")
+
+# Native dtypes of the device kernels; 64-bit integers are accepted (indices) and modeled as 32-bit.
+NATIVE_DTYPES = frozenset(
+    {
+        torch.float32,
+        torch.bfloat16,
+        torch.float16,
+        torch.int32,
+        torch.int64,
+        torch.int16,
+        torch.int8,
+        torch.uint8,
+        torch.bool,
+        torch.float8_e4m3fn,
+        torch.float8_e5m2,
+    }
+)
+# Refused device-wide (no 64-bit floating point on the device) unless TRN_NOTEBOOK_ALLOW_FLOAT64=1.
+REJECTED_DTYPES = frozenset({torch.float64, torch.complex128})
+# The only memory formats the device stores (TorchNeuron rejects channels_last too).
+NATIVE_MEMORY_FORMATS = frozenset({torch.contiguous_format, torch.preserve_format})
+
+NO_KERNEL = "no native kernel in the simulated op set"
+
+Shapes = Sequence[Sequence[int]]
+FlopsFn = Callable[[Shapes, int], float]
+
+
+def _numel(shape: Sequence[int]) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+def matmul_flops(ins: Shapes, out_numel: int) -> float:
+    """2·M·N·K: output elements times the contracted dimension of the first of the last two matrices."""
+    mats = [s for s in ins if len(s) >= 2]
+    k = mats[-2][-1] if len(mats) >= 2 else (mats[0][-1] if mats else 1)
+    return 2.0 * out_numel * k
+
+
+def conv_flops(ins: Shapes, out_numel: int) -> float:
+    """2 · output elements · (weight elements per output channel); weight is the second input."""
+    if len(ins) < 2:
+        return 2.0 * out_numel
+    w = ins[1]
+    return 2.0 * out_numel * (_numel(w) // max(w[0], 1))
+
+
+def conv_backward_flops(ins: Shapes, out_numel: int) -> float:
+    """Input and weight gradients: 4 · grad_output elements · (weight elements per output channel)."""
+    if len(ins) < 3:
+        return 2.0 * out_numel
+    w = ins[2]
+    return 4.0 * _numel(ins[0]) * (_numel(w) // max(w[0], 1))
+
+
+def sdpa_flops(ins: Shapes, out_numel: int) -> float:
+    """QKᵀ and PV: 4 · |q| · keys (query, key, value are the first three inputs)."""
+    if len(ins) < 3:
+        return 2.0 * out_numel
+    return 4.0 * _numel(ins[0]) * ins[1][-2]
+
+
+def sdpa_backward_flops(ins: Shapes, out_numel: int) -> float:
+    """Twice the forward: 8 · |q| · keys (grad_out, query, key, value first)."""
+    if len(ins) < 4:
+        return 2.0 * out_numel
+    return 8.0 * _numel(ins[1]) * ins[2][-2]
+
+
+@dataclass(frozen=True, slots=True)
+class OpRecord:
+    """Everything the device, the cost model, autocast and the compiler know about one op."""
+
+    name: str
+    category: Category | None = None
+    reason: str = ""
+    dtypes: frozenset[torch.dtype] = NATIVE_DTYPES
+    flops: FlopsFn | None = None
+    autocast: AutocastClass | None = None
+    autocast_overload: str = ""  # "" = every overload
+    direct: tuple[str, ...] = ()
+    lower: tuple[tuple[str, str], ...] = ()  # (overload or "*" for every tensor overload, IR op name)
+    kind: str | None = None  # set on the record that defines the IR op(s) it lowers to
+    transcendental: bool = False
+    ns: str = "aten"
+
+    @property
+    def key(self) -> str:
+        """Registry key: the base name for ATen ops, ``ns::name`` otherwise."""
+        return self.name if self.ns == "aten" else f"{self.ns}::{self.name}"
+
+    def can_run(self, dtype: torch.dtype | None, memory_format: torch.memory_format | None = None) -> str | None:
+        """Why this op cannot run natively for ``dtype``/``memory_format`` on the device, or ``None``."""
+        if memory_format is not None and memory_format not in NATIVE_MEMORY_FORMATS:
+            return f"the device stores only contiguous tensors, not {memory_format}"
+        if dtype is not None and dtype not in self.dtypes:
+            return f"aten::{self.name} has no native kernel for {dtype}"
+        return None
+
+
+def op(
+    name: str,
+    category: Category | None = None,
+    reason: str = "",
+    *,
+    ir: str | Mapping[str, str] | None = None,
+    over: str | tuple[str, ...] = "default",
+    trans: bool = False,
+    **facts: object,
+) -> OpRecord:
+    """Table shorthand: ``ir="add", over="*"`` lowers every tensor overload to IR op ``add``;
+    ``ir={"dim": "max_dim", "default": "max"}`` maps overloads to IR ops one by one; ``trans`` marks a
+    transcendental (ScalarE) IR op."""
+    if isinstance(ir, str):
+        overloads = (over,) if isinstance(over, str) else over
+        lower = tuple((o, ir) for o in overloads)
+    elif ir is not None:
+        lower = tuple(ir.items())
+    else:
+        lower = ()
+    if category is not None and category not in CATEGORIES:
+        raise ValueError(f"{name}: unknown category {category!r}; valid: {', '.join(CATEGORIES)}")
+    return OpRecord(name, category, reason, lower=lower, transcendental=trans, **facts)  # type: ignore[arg-type]
+
+
+def base_name(name: str) -> str:
+    """``"aten::add.Tensor"`` -> ``"add"``."""
+    return name.removeprefix("aten::").split(".", 1)[0]
+
+
+class OpRegistry:
+    """Records by key plus user category overrides; thread-safe. ``version`` bumps on every change."""
+
+    def __init__(self, records: Sequence[OpRecord] = ()) -> None:
+        self._lock = threading.Lock()
+        self._records: dict[str, OpRecord] = {}
+        self._overrides: dict[str, OpRecord] = {}
+        self.version = 0
+        for r in records:
+            self._add(r)
+
+    def _add(self, record: OpRecord) -> None:
+        if record.key in self._records:
+            raise ValueError(f"op {record.key!r} is registered twice; edit its one record instead")
+        if record.kind is not None and record.kind not in IR_KINDS:
+            raise ValueError(f"{record.key}: unknown IR kind {record.kind!r}; valid: {', '.join(IR_KINDS)}")
+        self._records[record.key] = record
+
+    def register(self, record: OpRecord, *, replace: bool = False) -> None:
+        """Add one op's record (``replace=True`` swaps an existing one); raises ``ValueError`` on a duplicate."""
+        with self._lock:
+            if replace:
+                self._records.pop(record.key, None)
+            self._add(record)
+            self.version += 1
+
+    def records(self) -> Iterator[OpRecord]:
+        """Every built-in record (overrides not applied), in table order."""
+        return iter(list(self._records.values()))
+
+    def get(self, key: str) -> OpRecord | None:
+        """The built-in record of ``key`` (``"mm"``, ``"prims::convert_element_type"``), or ``None``."""
+        return self._records.get(key)
+
+    def rule(self, name: str, op: torch._ops.OpOverload | None = None) -> OpRecord:
+        """The effective record of base op ``name``: user override, else the table, with the category
+        derived from ``op``'s tags when the table leaves it open. Always has a category."""
+        override = self._overrides.get(name)
+        if override is not None:
+            return override
+        record = self._records.get(name)
+        if record is not None and record.category is not None:
+            return record
+        category, reason = self._derive(name, op)
+        base = record if record is not None else OpRecord(name)
+        return dataclasses.replace(base, category=category, reason=reason)
+
+    def _derive(self, name: str, op: torch._ops.OpOverload | None) -> tuple[Category, str]:
+        if op is not None:
+            tags = op.tags
+            if torch.Tag.pointwise in tags or torch.Tag.reduction in tags:
+                return "native", ""
+            returns = op._schema.returns
+            if returns and all(r.alias_info is not None and not r.alias_info.is_write for r in returns):
+                return "host_only", ""
+        if name.startswith("_foreach_"):
+            return "native", ""
+        if name.endswith("_") and len(name) > 1:  # in-place variant: same rule as the functional op
+            functional = self.rule(name[:-1])
+            if functional.reason != NO_KERNEL:
+                return functional.category or "cpu_fallback", functional.reason
+        return "cpu_fallback", NO_KERNEL
+
+    def set(self, name: str, category: Category, reason: str = "") -> None:
+        """Override the category of base op ``name``; raises ``ValueError`` on an unknown category."""
+        if category not in CATEGORIES:
+            raise ValueError(f"unknown category {category!r}; valid: {', '.join(CATEGORIES)}")
+        key = base_name(name)
+        with self._lock:
+            base = self._records.get(key) or OpRecord(key)
+            self._overrides[key] = dataclasses.replace(
+                base, category=category, reason=reason or f"set by user to {category}"
+            )
+            self.version += 1
+
+    def clear(self, name: str | None = None) -> None:
+        """Drop the override of ``name`` (or of every op)."""
+        with self._lock:
+            if name is None:
+                self._overrides.clear()
+            else:
+                self._overrides.pop(base_name(name), None)
+            self.version += 1
+
+    def reset(self) -> None:
+        """Drop every user override (the built-in table stays)."""
+        self.clear()
+
+    def snapshot(self) -> dict[str, OpRecord]:
+        """The user overrides in force, by op."""
+        with self._lock:
+            return dict(self._overrides)
+
+    def table(self) -> pd.DataFrame:
+        """Ops with a fixed category plus overrides as a DataFrame (op, category, reason, source)."""
+        import pandas as pd
+
+        order = {"host_only": 0, "native": 1, "cpu_fallback": 2, "unsupported": 3}
+        rows = sorted(
+            (r.name, r.category, r.reason or ("metadata/view op" if r.category == "host_only" else ""), "built-in")
+            for r in self._records.values()
+            if r.category is not None and r.ns == "aten"
+        )
+        rows.sort(key=lambda row: order[row[1]])
+        df = pd.DataFrame(rows, columns=["op", "category", "reason", "source"]).set_index("op")
+        for name, rule in self._overrides.items():
+            df.loc[name] = [rule.category, rule.reason, "override"]
+        return df
