@@ -9,6 +9,7 @@ in-memory and disk caches, records one compile-log entry, and returns an :class:
 from __future__ import annotations
 
 import atexit
+import contextlib
 import gc
 import logging
 import re
@@ -16,6 +17,7 @@ import threading
 import time
 import warnings
 from collections import OrderedDict
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -74,8 +76,9 @@ def register() -> None:
         for name in ("neuron_sim",) if real_backend_present() else ("neuron", "neuron_sim"):
             if name not in registry._COMPILER_FNS and registry._BACKENDS.get(name) is None:
                 registry.register_backend(neuron_backend, name)
-        # Static shapes only, as on the real backend: a new length recompiles instead of going dynamic.
-        torch._dynamo.config.automatic_dynamic_shapes = False
+        # Static shapes only, as on the real backend: a new length recompiles instead of going dynamic. This
+        # is scoped to our compiles (dynamic=False in trn_notebook.compile/bucketed, per-shape specialisation
+        # in neuron_backend), never set for the whole process.
         ensure_capture_callback()
         from ..device.registration import skip_dynamo_tracing
 
@@ -179,6 +182,8 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs: list[Any], **kwargs
         raise TypeError(f"neuron backend got unexpected arguments {sorted(kwargs)}; it takes mode= and options=")
     contracts.check_mode(mode)
     opts = contracts.resolve_options(options)
+    if _automatic_dynamic(example_inputs):
+        return _specialized_per_shape(gm, mode, options, callable_name)
     contracts.check_static(example_inputs)
     started = _capture_started[0]
     capture_us = (t_entry - started) * 1e6 if started and t_entry - started < 3600 else 0.0
@@ -201,6 +206,57 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs: list[Any], **kwargs
     attention.select_kernels(gm)
     with attention.flash_attention_selected():
         return compiler(gm, example_inputs)
+
+
+def _automatic_dynamic(example_inputs: list[Any]) -> bool:
+    """True when dynamo made a dimension symbolic on its own (a new shape under automatic dynamic
+    shapes), not because the user asked for ``dynamic=True`` (which keeps sizes non-static by default)."""
+    if not torch._dynamo.config.assume_static_by_default:
+        return False
+    for x in example_inputs:
+        if isinstance(x, torch.SymInt | torch.SymFloat):
+            return True
+        if isinstance(x, torch.Tensor) and any(isinstance(s, torch.SymInt) for s in x.shape):
+            return True
+    return False
+
+
+def _specialized_per_shape(gm: torch.fx.GraphModule, mode: Any, options: Any, callable_name: Any) -> Any:
+    """Compile ``gm`` statically for each concrete input signature on first use (one compile per new
+    shape, as on the real backend) instead of changing dynamo's process-wide ``automatic_dynamic_shapes``."""
+    compiled: dict[tuple[Any, ...], Any] = {}
+
+    def run(*args: Any) -> Any:
+        key = tuple(
+            (tuple(a.shape), a.dtype, a.device, a.requires_grad) if isinstance(a, torch.Tensor) else (type(a), a)
+            for a in args
+        )
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        fn = compiled.get(key)
+        if fn is None:
+            static = _bake_scalars(gm, args)
+            fn = compiled[key] = neuron_backend(
+                static, tensors, mode=mode, options=options, callable_name=callable_name
+            )
+        return fn(*tensors)
+
+    return run
+
+
+def _bake_scalars(gm: torch.fx.GraphModule, args: tuple[Any, ...]) -> torch.fx.GraphModule:
+    """A copy of ``gm`` whose non-tensor inputs (symbolic sizes, now concrete) are constants."""
+    graph = torch.fx.Graph()
+    env: dict[torch.fx.Node, Any] = {}
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    values = dict(zip(placeholders, args))
+    for n in gm.graph.nodes:
+        if n.op == "placeholder" and not isinstance(values.get(n), torch.Tensor):
+            env[n] = values.get(n)
+        else:
+            copy = env[n] = graph.node_copy(n, lambda x: env[x])
+            for key in ("example_value", "val", "tensor_meta"):  # symbolic: AOT must fakeify the real inputs
+                copy.meta.pop(key, None)
+    return torch.fx.GraphModule(gm, graph)
 
 
 class _Capture:
@@ -263,13 +319,10 @@ class _Capture:
             "runs": 0,
             "warm_s": 0.0,
         }
-        gc_was_enabled = gc.isenabled()
-        gc.disable()  # a full collection of dynamo's objects can pause 0.5 s inside a tiny pass
         try:
-            exe = self._build(name, kind, gm, specs, record, stage_us)
+            with gc_paused():  # a full collection of dynamo's objects can pause 0.5 s inside a tiny pass
+                exe = self._build(name, kind, gm, specs, record, stage_us)
         except Exception as exc:
-            if gc_was_enabled:
-                gc.enable()
             record["error"] = f"{type(exc).__name__}: {exc}"
             record["compile_s"] = sum(stage_us.values()) / 1e6
             compile_log.add(record)
@@ -288,8 +341,6 @@ class _Capture:
             from functorch.compile import make_boxed_func
 
             return make_boxed_func(gm.forward)
-        if gc_was_enabled:
-            gc.enable()
         record["compile_s"] = sum(stage_us.values()) / 1e6
         compile_log.add(record)
         _emit("done", t_start, name)
@@ -368,6 +419,19 @@ class _Capture:
                 UserWarning,
                 stacklevel=2,
             )
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Disable the garbage collector inside the block and restore its state on any exit (also an
+    exception or a KeyboardInterrupt mid-compile)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def _identifier(text: str) -> str:

@@ -29,8 +29,10 @@ def _is_in_bad_fork() -> bool:
 
 
 def device_count() -> int:
-    """Number of ``neuron`` devices (logical NeuronCores of the simulated chip)."""
-    return get_chip().logical_cores
+    """Number of ``neuron`` devices this process can use: 1. One NeuronCore per process, as on
+    TorchNeuron (start one process per core with torchrun); the chip's core count is in
+    :func:`get_device_properties` (``logical_cores``)."""
+    return 1
 
 
 def current_device() -> int:
@@ -39,12 +41,15 @@ def current_device() -> int:
 
 
 def _check_index(index: int) -> int:
-    if not 0 <= index < device_count():
-        raise RuntimeError(f"invalid neuron device index {index}; this chip has {device_count()} devices")
     if index != 0:
         from .kernels import ONE_DEVICE
 
-        raise RuntimeError(f"neuron:{index} is not available in this process: {ONE_DEVICE}")
+        valid = (
+            ""
+            if 0 <= index < get_chip().logical_cores
+            else f" (invalid neuron device index: the chip has {get_chip().logical_cores} cores)"
+        )
+        raise RuntimeError(f"neuron:{index} is not available in this process{valid}: {ONE_DEVICE}")
     return index
 
 
