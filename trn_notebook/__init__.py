@@ -23,6 +23,7 @@ from .api import (  # noqa: E402
 from .device import get_chip  # noqa: E402
 from .migration import report  # noqa: E402
 from .portcheck import port_check  # noqa: E402
+from .state import reset  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -100,6 +101,7 @@ __all__ = [
     "placement_summary",
     "port_check",
     "report",
+    "reset",
     "save_trace",
     "set_chip",
     "set_memory_capacity",

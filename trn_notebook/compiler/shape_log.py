@@ -1,14 +1,17 @@
 """The shape log: per compiled callable, the input signatures seen and the lengths per dimension.
 
-``snapshot()`` -> ``{name: {"signatures": {sig: count}, "observed": {dim_key: {length: count}},
-"policy": str | None, "padded": {bucket: count}}}``. Written by compiled and bucketed callables on
-every call; read by magics, widgets and the tuner.
+``snapshot()`` -> ``{name: ShapeEntry}``, each a frozen record of ``signatures`` (``{sig: count}``),
+``observed`` (``{dim_key: {length: count}}``), ``policy`` (``str | None``) and ``padded``
+(``{bucket: count}``), also readable as a mapping (``entry["signatures"]``). Written by compiled and
+bucketed callables on every call; read by magics, widgets and the tuner.
 """
 
 from __future__ import annotations
 
 import copy
 import threading
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -19,6 +22,37 @@ from .ir import DTYPE_NAMES
 def signature_of(t: torch.Tensor) -> str:
     """``"f32[8,128]"`` for a tensor."""
     return f"{DTYPE_NAMES.get(t.dtype, str(t.dtype))}[{','.join(str(s) for s in t.shape)}]"
+
+
+_ENTRY_KEYS = ("signatures", "observed", "policy", "padded")
+
+
+@dataclass(frozen=True)
+class ShapeEntry(Mapping[str, Any]):
+    """What one compiled callable has been called with, at snapshot time."""
+
+    signatures: dict[str, int] = field(default_factory=dict)
+    observed: dict[str, dict[int, int]] = field(default_factory=dict)
+    policy: str | None = None
+    padded: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def calls(self) -> int:
+        """Calls observed (every signature)."""
+        return sum(self.signatures.values())
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in _ENTRY_KEYS:
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_ENTRY_KEYS)
+
+    def __len__(self) -> int:
+        return len(_ENTRY_KEYS)
+
+    __hash__ = None  # type: ignore[assignment]
 
 
 class ShapeLog:
@@ -62,10 +96,10 @@ class ShapeLog:
             self._entry(name)["policy"] = policy
             self.version += 1
 
-    def snapshot(self) -> dict[str, dict[str, Any]]:
-        """A deep copy of every entry."""
+    def snapshot(self) -> dict[str, ShapeEntry]:
+        """A frozen copy of every entry, by callable name."""
         with self.lock:
-            return copy.deepcopy(self.entries)
+            return {name: ShapeEntry(**copy.deepcopy(e)) for name, e in self.entries.items()}
 
     def reset(self) -> None:
         """Forget everything."""
@@ -77,7 +111,7 @@ class ShapeLog:
 shape_log = ShapeLog()
 
 
-def snapshot() -> dict[str, dict[str, Any]]:
+def snapshot() -> dict[str, ShapeEntry]:
     """Module-level shortcut for ``shape_log.snapshot()``."""
     return shape_log.snapshot()
 

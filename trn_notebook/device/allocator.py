@@ -156,6 +156,28 @@ def _fmt(n: int) -> str:
     return f"{n} B"
 
 
+@dataclass(frozen=True)
+class MemorySnapshot:
+    """The allocator's figures at one moment: counters, capacity, peaks per phase, recent timeline and OOMs."""
+
+    counters: MemoryCounters
+    capacity: int
+    phase: str
+    phase_peaks: dict[str, dict[str, int]]
+    timeline: tuple[tuple[float, int, int, int, str], ...]
+    oom_events: tuple[tuple[float, int, str], ...]
+
+    @property
+    def free(self) -> int:
+        """Capacity not held by live blocks."""
+        return max(self.capacity - self.counters.allocated, 0)
+
+    @property
+    def cached(self) -> int:
+        """Reserved bytes not in live blocks (what ``empty_cache`` could release at most)."""
+        return self.counters.reserved - self.counters.allocated
+
+
 class CachingAllocator:
     """Accounting of device memory with CUDA-style caching; thread-safe (autograd runs backward on a worker)."""
 
@@ -380,6 +402,33 @@ class CachingAllocator:
             assert allocated == c.allocated, (allocated, c.allocated)
             assert c.reserved >= c.allocated >= c.active >= 0
             assert c.reserved <= self.capacity
+
+    def snapshot(self) -> MemorySnapshot:
+        """A frozen copy of the counters, capacity, per-phase peaks, timeline and OOM events."""
+        import dataclasses
+
+        with self.lock:
+            return MemorySnapshot(
+                dataclasses.replace(self.counters),
+                self.capacity,
+                self.phase,
+                {name: dict(p) for name, p in self.phase_peaks.items()},
+                tuple(self.timeline),
+                tuple(self.oom_events),
+            )
+
+    def reset(self) -> None:
+        """Start the statistics over: release cached segments, set peaks to current values, zero the
+        event counts, drop the timeline, OOM events and phase peaks. Live tensors keep their blocks."""
+        with self.lock:
+            self.empty_cache()
+            c = self.counters
+            c.num_allocs = c.num_frees = c.num_alloc_retries = c.num_ooms = c.num_segment_frees = 0
+            c.num_segments = len(self._segments)
+            self.timeline.clear()
+            self.oom_events.clear()
+            self.reset_peaks()
+            self._sample(force=True)
 
     def reset_peaks(self) -> None:
         """Set every peak (global and per phase) to the current value."""

@@ -10,9 +10,11 @@ Events (op, graph, transfer, sync) land in a bounded timeline usable as Chrome/P
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from array import array
 from collections import deque
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -74,6 +76,42 @@ class ClockState:
     sync_log: deque[tuple[str, str, float]] = field(default_factory=lambda: deque(maxlen=2_000))
 
 
+@dataclass(frozen=True)
+class ClockSnapshot(Mapping[str, float]):
+    """The clocks at one moment (seconds and counts); also a mapping (``snap["launches"]``)."""
+
+    wall_s: float = 0.0
+    sim_host_s: float = 0.0
+    sim_device_s: float = 0.0
+    device_free_at_s: float = 0.0
+    sync_points: int = 0
+    launches: int = 0
+    fused_groups: int = 0
+
+    def since(self, before: ClockSnapshot) -> ClockSnapshot:
+        """Every figure minus ``before``'s (a window)."""
+        return ClockSnapshot(*(getattr(self, k) - getattr(before, k) for k in _CLOCK_KEYS))
+
+    @property
+    def device_utilisation(self) -> float:
+        """Modeled device busy time over modeled host time (0 when nothing ran)."""
+        return self.sim_device_s / self.sim_host_s if self.sim_host_s > 0 else 0.0
+
+    def __getitem__(self, key: str) -> float:
+        if key not in _CLOCK_KEYS:
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_CLOCK_KEYS)
+
+    def __len__(self) -> int:
+        return len(_CLOCK_KEYS)
+
+
+_CLOCK_KEYS = tuple(f.name for f in dataclasses.fields(ClockSnapshot))
+
+
 class Clocks:
     """Owner of the clock state: advance on launches, transfers and sync points."""
 
@@ -115,19 +153,19 @@ class Clocks:
             st.events.append("sync", reason, st.sim_host_s, 0.0)
             return wait
 
-    def snapshot(self) -> dict[str, float | int]:
-        """Scalar view of the clocks (seconds and counts)."""
+    def snapshot(self) -> ClockSnapshot:
+        """The clocks now (seconds and counts)."""
         st = self.state
         with self.lock:
-            return {
-                "wall_s": st.wall_s,
-                "sim_host_s": st.sim_host_s,
-                "sim_device_s": st.device_busy_s,
-                "device_free_at_s": st.device_free_at_s,
-                "sync_points": st.sync_points,
-                "launches": st.launches,
-                "fused_groups": st.fused_groups,
-            }
+            return ClockSnapshot(
+                st.wall_s,
+                st.sim_host_s,
+                st.device_busy_s,
+                st.device_free_at_s,
+                st.sync_points,
+                st.launches,
+                st.fused_groups,
+            )
 
     def sync_events(self) -> list[tuple[str, str, float]]:
         """The recent sync points as ``(reason, source, sim_host_s)``."""

@@ -67,6 +67,11 @@ class _OpInfo:
 _infos: dict[Any, _OpInfo] = {}
 
 
+def reset_warnings() -> None:
+    """Show each op's fallback warning again on its next fallback."""
+    _warned.clear()
+
+
 def op_info(op: torch._ops.OpOverload) -> _OpInfo:
     """Cached facts of ``op`` from its registry record (recomputed when the registry changes)."""
     info = _infos.get(op)

@@ -138,35 +138,36 @@ class EagerWindow:
         self._memory_scope.__enter__()
         self._ops = placement_log.snapshot()
         self._clocks = clocks.snapshot()
-        self._memory = allocator.counters.allocated
+        self._memory = allocator.snapshot().counters.allocated
         self._t0 = time.perf_counter()
         return self
 
     def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
         wall = time.perf_counter() - self._t0
-        after_clocks = clocks.snapshot()
+        window = clocks.snapshot().since(self._clocks)
         ops = placement_log.snapshot().since(self._ops)
         self._memory_scope.__exit__(None, None, None)
         if self.on_device and torch.get_default_device().type in ("privateuseone", "neuron"):
             torch.set_default_device(self._prev_device)
         self._config.__exit__(None, None, None)
-        n_sync = int(after_clocks["sync_points"] - self._clocks["sync_points"])
+        n_sync = int(window.sync_points)
         syncs = [(r, w) for r, w, _ in clocks.sync_events()[-n_sync:]] if n_sync else []
-        peak = allocator.phase_peaks.get(self._phase, {}).get("allocated", allocator.counters.allocated)
+        memory = allocator.snapshot()
+        peak = memory.phase_peaks.get(self._phase, {}).get("allocated", memory.counters.allocated)
         self.report = EagerReport(
             label=self.label,
             ops=ops,
             calls_by_category=ops.calls_by_category,
             syncs=syncs,
             sync_points=n_sync,
-            launches=int(after_clocks["launches"] - self._clocks["launches"]),
-            fused_groups=int(after_clocks["fused_groups"] - self._clocks["fused_groups"]),
+            launches=int(window.launches),
+            fused_groups=int(window.fused_groups),
             memory_before=self._memory,
-            memory_after=allocator.counters.allocated,
+            memory_after=memory.counters.allocated,
             peak_allocated=peak,
             wall_s=wall,
-            device_s=float(after_clocks["sim_device_s"] - self._clocks["sim_device_s"]),
-            sim_host_s=float(after_clocks["sim_host_s"] - self._clocks["sim_host_s"]),
+            device_s=float(window.sim_device_s),
+            sim_host_s=float(window.sim_host_s),
             fusion=self.fusion,
             strict=self.strict,
             failed=et is not None,

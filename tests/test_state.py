@@ -1,0 +1,76 @@
+"""One snapshot and one reset over every state owner (trn_notebook.state)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+import trn_notebook
+from trn_notebook import state
+
+N = "neuron"
+
+
+def test_every_owner_has_snapshot_and_reset(fresh_compiler):
+    owners = state.owners()
+    assert {"placement_log", "clocks", "allocator", "policy", "compile_log", "shape_log", "compiled_graphs"} <= set(
+        owners
+    )
+    for name, owner in owners.items():
+        assert callable(owner.snapshot) and callable(owner.reset), name
+
+
+def test_snapshots_are_frozen_and_typed(fresh_compiler):
+    x = torch.ones(8, 8, device=N)
+    y = (x @ x).exp()
+    trn_notebook.compile(lambda t: t * 2)(y)
+    snap = state.snapshot()
+    entry = snap.placement["mm"]
+    assert entry.category == "native" and entry.calls == 1 and entry.device_s > 0
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        entry.calls = 5  # type: ignore[misc]
+    assert snap.clocks.launches >= 2 and snap.clocks["launches"] == snap.clocks.launches
+    assert snap.memory.counters.allocated >= x.nbytes + y.nbytes
+    record = snap.compiles[-1]
+    assert record.cache_result == "miss" and record["graph_name"] == record.graph_name
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        record.runs = 9  # type: ignore[misc]
+    assert snap.compiled_graphs >= 1
+
+
+def test_aggregations_are_computed_on_the_snapshot(fresh_device):
+    a = torch.eye(3).to(N)
+    (a + a).sum()
+    torch.linalg.inv(a)  # a documented CPU fallback
+    snap = state.snapshot().placement
+    calls = snap.calls_by_category
+    assert calls["native"] == sum(e.calls for e in snap.values() if e.category == "native")
+    assert calls["cpu_fallback"] == snap["linalg_inv_ex"].calls == 1
+    assert 0 < snap.fallback_share < 1
+    assert snap.fallback_share == pytest.approx(snap.fallback_s / snap.device_s)
+    assert snap.bytes_moved == sum(e.h2d + e.d2h for e in snap.values()) > 0
+    assert trn_notebook.placement_summary()["calls"] == calls
+
+
+def test_reset_clears_what_an_exercise_needs_and_keeps_live_tensors(fresh_compiler):
+    trn_notebook.set_op_category("exp", "cpu_fallback", "exercise override")
+    x = torch.ones(1024, device=N)
+    with pytest.warns(UserWarning):
+        x.exp()
+    compiled = trn_notebook.compile(lambda t: t + 1)
+    compiled(x)
+    before = state.snapshot()
+    assert before.placement and before.compiles and before.clocks.launches > 0
+    trn_notebook.reset(op_overrides=True)
+    after = state.snapshot()
+    assert len(after.placement) == 0 and after.compiles == [] and after.shapes == {}
+    assert after.clocks.launches == 0 and after.clocks.sim_device_s == 0
+    assert after.memory.counters.allocated >= x.nbytes  # x is alive: its block stays
+    assert after.memory.counters.peak_allocated == after.memory.counters.allocated
+    assert after.memory.counters.num_allocs == 0 and after.memory.timeline[-1][1] == after.memory.counters.allocated
+    assert after.op_overrides == {} and after.compiled_graphs == 0
+    with pytest.warns(UserWarning, match="fell back"):  # warnings show again after a reset
+        torch.linalg.inv(torch.eye(2).to(N))
+    assert compiled(x).cpu().tolist() == (x + 1).cpu().tolist()  # compiled callables still work
