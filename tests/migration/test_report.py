@@ -31,12 +31,9 @@ def test_report_for_a_small_model_has_every_row_with_measured_values(fresh_devic
 
 
 def test_report_without_a_compiled_run_says_so_in_the_cold_warm_row(fresh_device):
-    try:
-        from trn_notebook.compiler import compile_log
+    from trn_notebook.compiler import compile_log
 
-        compile_log.reset()
-    except ImportError:
-        pass
+    compile_log.reset()
     rep = report()
     startup = rep.rows()[4][1]
     assert NOT_MEASURED in startup and "no compiled run" in startup

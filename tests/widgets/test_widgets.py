@@ -48,11 +48,8 @@ def ops() -> dict[str, tuple[Any, ...]]:
 @pytest.fixture(autouse=True)
 def private_compile_cache(tmp_path: Path) -> Any:
     """Compiles in these tests go to a throwaway cache, never the user's."""
-    try:
-        from trn_notebook.compiler import config
-    except ImportError:
-        yield None
-        return
+    from trn_notebook.compiler import config
+
     with config.override(cache_dir=str(tmp_path / "neff-cache")) as cfg:
         yield cfg
 
@@ -340,16 +337,12 @@ def test_tuner_controls_round_trip_policy_specs(spec: str) -> None:
 
 
 def compiler_with(*names: str) -> Any:
-    """The compiler package, or skip with the missing names (it is being built concurrently)."""
+    """The compiler package; fails (never skips) if it lacks one of ``names``."""
     import importlib
 
-    try:
-        compiler = importlib.import_module("trn_notebook.compiler")
-    except ImportError as exc:
-        pytest.skip(f"compiler not landed: {exc}")
+    compiler = importlib.import_module("trn_notebook.compiler")
     missing = [n for n in names if not hasattr(compiler, n)]
-    if missing:
-        pytest.skip(f"compiler not landed: trn_notebook.compiler lacks {', '.join(missing)}")
+    assert not missing, f"trn_notebook.compiler lacks {', '.join(missing)}"
     return compiler
 
 
