@@ -163,6 +163,7 @@ class BucketedCallable:
         self._takes_mask = "attention_mask" in self._sig.parameters
         backend = functools.partial(neuron_backend, callable_name=self.name)
         self._compiled = torch.compile(fn, backend=backend, dynamic=False)
+        self.last_call: dict[str, Any] | None = None  # argument -> (shape, dtype, device) or value
         self.policy = policy  # type: ignore[assignment]
 
     @property
@@ -178,10 +179,28 @@ class BucketedCallable:
         shape_log.set_policy(self.name, str(self._policy))
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._call(args, kwargs, observe=True)
+
+    def warmup(self, *args: Any, progress: bool = True, **kwargs: Any) -> Any:
+        """Compile every bucket of the policy now; returns a :class:`~.warmup.WarmupSummary`.
+
+        The example arguments (or, without them, zeros shaped like the last call's) are padded or cut
+        to each bucket and run once; ``progress`` shows a progress bar. Raises ``ValueError`` when
+        there is neither an example nor an earlier call.
+        """
+        from .warmup import warmup
+
+        return warmup(self, *args, progress=progress, **kwargs)
+
+    def _call(self, args: tuple[Any, ...], kwargs: dict[str, Any], *, observe: bool) -> Any:
         bound = self._sig.bind_partial(*args, **kwargs)
         values = bound.arguments
-        named = [(k, v) for k, v in values.items() if isinstance(v, torch.Tensor)]
-        shape_log.observe(self.name, named)
+        if observe:
+            named = [(k, v) for k, v in values.items() if isinstance(v, torch.Tensor)]
+            shape_log.observe(self.name, named)
+            self.last_call = {
+                k: (v.shape, v.dtype, v.device) if isinstance(v, torch.Tensor) else v for k, v in values.items()
+            }
         cuts: dict[int, tuple[int, int]] = {}  # dim -> (true length, bucket)
         for arg, dim in self.dims.items():
             x = values.get(arg)
@@ -189,7 +208,8 @@ class BucketedCallable:
                 continue
             n = x.shape[dim]
             b = self._policy.bucket_for(n)
-            shape_log.padded(self.name, b)
+            if observe:
+                shape_log.padded(self.name, b)
             cuts[dim] = (n, b)
             values[arg] = _pad(x, dim % x.dim(), b - n, self.pad_value)
         if self._takes_mask and cuts:
@@ -202,8 +222,9 @@ class BucketedCallable:
             if mask.shape[-1] == n:
                 values["attention_mask"] = _pad(mask, mask.dim() - 1, b - n, 0)
         # one graph per bucket must fit under dynamo's recompile limit (default 8), or later buckets run
-        # eagerly; raised only for this call, never process-wide
-        limit = max(torch._dynamo.config.recompile_limit, len(self._policy.sizes) + 1)
+        # eagerly; raised only for this call, never process-wide. Twice the buckets plus the default: two
+        # bucketed wrappers of one function share dynamo's cache of its code object.
+        limit = max(torch._dynamo.config.recompile_limit, 2 * len(self._policy.sizes) + 8)
         with torch._dynamo.config.patch(recompile_limit=limit):
             out = self._compiled(*bound.args, **bound.kwargs)
         return _slice(out, cuts)
