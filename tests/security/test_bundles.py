@@ -4,7 +4,6 @@
   correct results in the importer's own cache, signed with the importer's key;
 * without ``trust=True``, with a bad checksum, from another torch/compiler version, or with one
   bad entry, the bundle is refused whole and nothing is imported;
-* ``warmup`` compiles every bucket once; afterwards calls of any length compile nothing.
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ import torch
 
 import trn_notebook
 from trn_notebook import cache as user_cache
-from trn_notebook.compiler import backend, bucketed, compile_log, trust
+from trn_notebook.compiler import backend, compile_log, trust
 from trn_notebook.compiler.config import override
 
 X = torch.arange(4.0)
@@ -96,24 +95,3 @@ def test_a_bad_bundle_is_refused_whole(bundle, other_user, change, rehash, match
         user_cache.import_(bundle, trust=True)
     assert not other_user.exists() or user_cache.cache_entries() == []
     assert compile_f()["cache_result"] == "miss"
-
-
-def test_warmup_compiles_every_bucket_then_nothing_compiles(sec_cache):
-    def head(input_ids: torch.Tensor) -> torch.Tensor:
-        return (input_ids.float() * 2).sin() + 1  # position-wise: padding does not change real positions
-
-    torch._dynamo.reset()
-    compile_log.reset()
-    runner = bucketed(head, dims={"input_ids": 1}, policy="pow2:4-64")
-    with pytest.raises(ValueError, match="needs example inputs"):
-        user_cache.warmup(runner, progress=False)
-    summary = user_cache.warmup(runner, torch.ones(1, 5, dtype=torch.long), progress=False)
-    assert summary.buckets == (4, 8, 16, 32, 64) and summary.graphs == 5
-    assert summary.results == {"miss": 5} and summary.cache_bytes > 0 and summary.compile_s > 0
-    before = len(compile_log.snapshot())
-    for n in (1, 3, 7, 20, 33, 64):
-        x = torch.randint(0, 9, (1, n))
-        torch.testing.assert_close(runner(x), head(x))
-    assert len(compile_log.snapshot()) == before  # 0 compiles in the timed loop
-    with pytest.raises(TypeError, match="needs a bucketed callable"):
-        user_cache.warmup(head)

@@ -17,6 +17,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from .compile_log import compile_log
 from .shape_log import shape_log
 
 MAX_BUCKETS = 256  # one compiled graph each: more is never a useful policy, and cost grows with it
@@ -164,6 +165,8 @@ class BucketedCallable:
         backend = functools.partial(neuron_backend, callable_name=self.name)
         self._compiled = torch.compile(fn, backend=backend, dynamic=False)
         self.last_call: dict[str, Any] | None = None  # argument -> (shape, dtype, device) or value
+        # bucket -> facts of the graphs compiled for it: kind, modeled_device_s (its schedule), compile_s, cache_result
+        self.compiled_buckets: dict[int, list[dict[str, Any]]] = {}
         self.policy = policy  # type: ignore[assignment]
 
     @property
@@ -225,9 +228,25 @@ class BucketedCallable:
         # eagerly; raised only for this call, never process-wide. Twice the buckets plus the default: two
         # bucketed wrappers of one function share dynamo's cache of its code object.
         limit = max(torch._dynamo.config.recompile_limit, 2 * len(self._policy.sizes) + 8)
+        records = compile_log.records
+        last = records[-1] if records else None
         with torch._dynamo.config.patch(recompile_limit=limit):
             out = self._compiled(*bound.args, **bound.kwargs)
+        if cuts and records and records[-1] is not last:
+            self._note_compiles(next(iter(cuts.values()))[1], last)
         return _slice(out, cuts)
+
+    def _note_compiles(self, bucket: int, last: dict[str, Any] | None) -> None:
+        """Remember the graphs this call compiled (or loaded) for ``bucket``: the tuner reads their schedules."""
+        new = []
+        for r in reversed(compile_log.records):
+            if r is last:
+                break
+            if r.get("model_name") == self.name and "error" not in r:
+                keep = ("kind", "modeled_device_s", "compile_s", "cache_result", "graph_name")
+                new.append({k: r.get(k) for k in keep})
+        if new:
+            self.compiled_buckets[bucket] = list(reversed(new))
 
 
 def _pad(x: torch.Tensor, dim: int, extra: int, value: float) -> torch.Tensor:
