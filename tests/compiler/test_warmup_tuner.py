@@ -20,17 +20,11 @@ def head(input_ids: torch.Tensor) -> torch.Tensor:
     return (input_ids.float() * 2).sin() + 1  # position-wise: padding does not change real positions
 
 
-@pytest.fixture
-def warmed(fresh_compiler):
+def test_warmup_compiles_every_bucket_then_nothing_compiles_and_the_tuner_reads_those_graphs(fresh_compiler):
     runner = bucketed(head, dims={"input_ids": 1}, policy="pow2:4-64")
     with pytest.raises(ValueError, match="needs example inputs"):
         user_cache.warmup(runner, progress=False)
     summary = user_cache.warmup(runner, torch.ones(1, 5, dtype=torch.long), progress=False)
-    return runner, summary
-
-
-def test_warmup_compiles_every_bucket_then_nothing_compiles(warmed):
-    runner, summary = warmed
     assert summary.buckets == (4, 8, 16, 32, 64) and summary.graphs == 5
     assert summary.results == {"miss": 5} and summary.cache_bytes > 0 and summary.compile_s > 0
     assert "5 buckets, 5 graphs (5 miss)" in str(summary)
@@ -41,10 +35,10 @@ def test_warmup_compiles_every_bucket_then_nothing_compiles(warmed):
     assert len(compile_log.snapshot()) == before  # 0 compiles in the timed loop
     with pytest.raises(TypeError, match="needs a bucketed callable"):
         user_cache.warmup(head)
+    _tuner_reads_compiled_schedules_and_measured_compile_times(runner)
 
 
-def test_tuner_reads_latency_from_compiled_schedules_and_compile_time_from_measurements(warmed):
-    runner, _ = warmed
+def _tuner_reads_compiled_schedules_and_measured_compile_times(runner) -> None:
     assert sorted(runner.compiled_buckets) == [4, 8, 16, 32, 64]
     lengths = [3, 5, 9, 17, 40, 60]
     result = tune("pow2:4-64", lengths, measured=runner)

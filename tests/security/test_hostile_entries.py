@@ -54,7 +54,6 @@ BROKEN = {
     "wrong-constant-type": lambda t: t.replace("mul(%arg0_1, 3)", "mul(%arg0_1, 'three')"),
     "wrong-arity": lambda t: t.replace("mul(%arg0_1, 3)", "mul(%arg0_1)"),
     "wrong-declared-shape": lambda t: t.replace("%v1: f32[4]", "%v1: f32[5]"),
-    "wrong-declared-dtype": lambda t: t.replace("%v1: f32[4]", "%v1: i64[4]"),
     "deep-nesting": lambda t: t.replace("mul(%arg0_1, 3)", "mul(%arg0_1, " + "[" * 20_000 + "]" * 20_000 + ")"),
 }
 
