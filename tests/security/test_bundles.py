@@ -1,0 +1,100 @@
+"""Shareable cache bundles and warm-up (issue 19 item 3), held to the cache's trust rules (issue 14).
+
+* a bundle made by one user and imported by another after ``trust=True`` serves disk hits with
+  correct results in the importer's own cache, signed with the importer's key;
+* without ``trust=True``, with a bad checksum, from another torch/compiler version, or with one
+  bad entry, the bundle is refused whole and nothing is imported;
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+import trn_notebook
+from trn_notebook import cache as user_cache
+from trn_notebook.compiler import backend, compile_log, trust
+from trn_notebook.compiler.config import override
+
+X = torch.arange(4.0)
+
+
+def f(x: torch.Tensor) -> torch.Tensor:
+    return 3 * x + 1
+
+
+def compile_f() -> dict:
+    torch._dynamo.reset()
+    backend.clear_memory_cache()
+    compile_log.reset()
+    out = trn_notebook.compile(f)(X)
+    torch.testing.assert_close(out, f(X))
+    return compile_log.snapshot()[0]
+
+
+@pytest.fixture
+def bundle(tmp_path, sec_cache) -> Path:
+    compile_f()
+    summary = user_cache.export(tmp_path / "class.trncache")
+    assert summary.entries == 1 and len(summary.sha256) == 64
+    return Path(summary.path)
+
+
+@pytest.fixture
+def other_user(tmp_path):
+    """Another user's cache directory and key (not created yet)."""
+    trust._keys.clear()
+    with override(cache_dir=str(tmp_path / "student-cache"), key_file=str(tmp_path / "student.key")):
+        yield tmp_path / "student-cache"
+    trust._keys.clear()
+
+
+def rewrite(path: Path, change, rehash: bool = True) -> None:
+    data = json.loads(path.read_text())
+    change(data)
+    if rehash:
+        body = {k: v for k, v in data.items() if k != "sha256"}
+        data["sha256"] = hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    path.write_text(json.dumps(data))
+
+
+def test_a_trusted_bundle_serves_disk_hits_in_another_users_cache(bundle, other_user):
+    summary = user_cache.import_(bundle, trust=True)
+    assert summary.entries == 1 and summary.already_present == 0
+    assert compile_f()["cache_result"] == "disk hit"  # correct values checked inside
+    (entry,) = user_cache.cache_entries()
+    assert entry["authenticated"] and entry["graph_name"] == "f_inference_0"
+    assert json.loads(bundle.read_text())["sha256"] == summary.sha256  # the bundle was only read
+
+
+def test_import_needs_an_explicit_choice_to_trust(bundle, other_user):
+    sha = json.loads(bundle.read_text())["sha256"]
+    with pytest.raises(user_cache.BundleError, match=f"means trusting.*{sha}.*trust=True"):
+        user_cache.import_(bundle)
+    assert not other_user.exists()
+
+
+@pytest.mark.parametrize(
+    ("change", "rehash", "match"),
+    [
+        (lambda b: b["entries"][0].update(ir=b["entries"][0]["ir"].replace(", 3)", ", -100)")), False, "checksum"),
+        (
+            lambda b: b.update(torch_version="2.1.0", compiler_version="trn-notebook-neuron-0.0.1"),
+            True,
+            r"made with torch 2\.1\.0 and compiler trn-notebook-neuron-0\.0\.1; this is torch 2\.13",
+        ),
+        (lambda b: b["entries"][0].update(ir="graph g(%a: f32[1]) {\n  return (%nope)\n}\n"), True, "entry 0"),
+        (lambda b: b["entries"][0].update(key="../../etc/passwd"), True, "entry 0"),
+    ],
+    ids=["bad-checksum", "other-versions", "broken-entry", "path-key"],
+)
+def test_a_bad_bundle_is_refused_whole(bundle, other_user, change, rehash, match):
+    rewrite(bundle, change, rehash)
+    with pytest.raises(user_cache.BundleError, match=match):
+        user_cache.import_(bundle, trust=True)
+    assert not other_user.exists() or user_cache.cache_entries() == []
+    assert compile_f()["cache_result"] == "miss"
