@@ -345,8 +345,8 @@ def clear_cache() -> int:
     (nothing is deleted there). Files that could not be deleted are not counted.
     """
     d = cache_dir()
-    if not d.exists():
-        return 0
+    if not d.exists() or (d.is_dir() and not d.is_symlink() and not any(d.iterdir())):
+        return 0  # nothing there, so nothing of ours to delete (an empty directory needs no marker)
     d = usable_dir(create=False)
     removed = 0
     for jpath, _record in _our_entries(d):
