@@ -1,4 +1,7 @@
-"""Under a stand-in torch_neuronx, api.py and the report read TorchNeuron's answers and say "n/a" elsewhere."""
+"""Under a stand-in torch_neuronx, api.py and the report read TorchNeuron's answers and say "n/a" elsewhere.
+
+Also the first direction of the compiler stand-down: the real package's `neuron` entry point is found first.
+"""
 
 from __future__ import annotations
 
@@ -40,7 +43,13 @@ for call in (
 assert len(errors) == 6, errors
 print("ERROR", errors[0])
 
+import torch_neuronx
+from torch._dynamo.backends.registry import lookup_backend
+from trn_notebook.compiler.backend import neuron_backend
+
 torch.compile(lambda x: x.sin() + 1, backend="neuron")(torch.randn(3))
+assert len(torch_neuronx.compiled_graphs) == 1  # `neuron` is TorchNeuron's compiler (its entry point found first)
+assert lookup_backend("neuron_sim") is neuron_backend  # ours stays reachable
 records = b.compile_records()
 assert len(records) == 1 and records[0]["compile_s"] == 1.00003, records
 md = trn_notebook.report().to_markdown()
