@@ -54,3 +54,17 @@ def test_with_torch_neuronx_found_after_ours_neuron_is_still_the_real_backend(tm
     assert "real graphs 1" in out  # our `neuron` entry point won the lookup and handed the graph over
     assert "sim is neuron_sim True" in out  # the simulator's compiler stayed reachable by name
     assert "Trainium2 (fake)" in out  # torch.neuron stayed the real package's (ours did not replace it)
+
+
+def test_torch_neuronx_without_a_neuron_entry_point_is_a_loud_error_not_the_simulator(monkeypatch):
+    import importlib.metadata
+    import types
+
+    from trn_notebook.backends import dynamo
+
+    ours = types.SimpleNamespace(dist=types.SimpleNamespace(metadata={"Name": "trn_notebook"}), load=lambda: None)
+    monkeypatch.setattr(dynamo, "real_backend_present", lambda: True)
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda group, name: [ours])
+    with pytest.raises(dynamo.RealBackendMissingError, match="backend='neuron_sim'"):
+        dynamo.neuron_entry_point(None, [])
+    assert dynamo.live_compiler() == "torch_neuronx"
