@@ -55,7 +55,11 @@ RULES: dict[str, str] = {
     "trn_notebook.tune": "pad inputs to fixed bucket lengths, then " + _COMPILE,
     "trn_notebook.suggest_policy": "pad inputs to fixed bucket lengths, then " + _COMPILE,
     "trn_notebook.compiler.": _COMPILE + "; cache: TORCH_NEURONX_NEFF_CACHE_DIR",
+    # Additions of the simulator's torch.neuron module that TorchNeuron does not have.
+    "torch.neuron.phase": "torch.neuron.reset_peak_memory_stats() before the phase, max_memory_allocated() after",
+    "torch.neuron.elapsed_modeled_device_time": _CLOCKS,
 }
+_ROOTS = ("trn_notebook", "torch")  # packages whose imports the scanner follows
 ENV_RULES: dict[str, str] = {
     "TRN_NOTEBOOK_CHIP": "none: the instance decides the chip",
     "TRN_NOTEBOOK_HBM_BYTES": "none: the real HBM capacity applies",
@@ -173,11 +177,11 @@ class _Scanner(ast.NodeVisitor):
 
     def visit_Import(self, node: ast.Import) -> None:
         for a in node.names:
-            if a.name.split(".")[0] == "trn_notebook":
+            if a.name.split(".")[0] in _ROOTS:
                 self.aliases[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
-        if node.module and node.module.split(".")[0] == "trn_notebook" and not node.level:
+        if node.module and node.module.split(".")[0] in _ROOTS and not node.level:
             for a in node.names:
                 qualified = f"{node.module}.{a.name}"
                 self.aliases[a.asname or a.name] = qualified
@@ -207,7 +211,7 @@ class _Scanner(ast.NodeVisitor):
             self.generic_visit(node)
 
     def visit_Name(self, node: ast.Name) -> None:
-        if isinstance(node.ctx, ast.Load) and self.aliases.get(node.id, "") != "trn_notebook":
+        if isinstance(node.ctx, ast.Load) and self.aliases.get(node.id, "") not in _ROOTS:
             self._check(node)
 
     def visit_Constant(self, node: ast.Constant) -> None:

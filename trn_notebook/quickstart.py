@@ -72,7 +72,9 @@ def main(argv: list[str] | None = None) -> int:
         except CellExecutionError as exc:
             print(f"{path.name} failed:\n{exc}", file=sys.stderr)
             return 1
-    print(f"== {path.name}: executed headless on the trn_notebook simulator in {seconds:.1f} s ==")
+    from .backends import current
+
+    print(f"== {path.name}: executed headless on the {current().name} in {seconds:.1f} s ==")
     print(summary_text(nb))
     if packaged:
         print("Copy the whole workshop and open it: trn-notebook-workshop ~/trn-workshop --open")

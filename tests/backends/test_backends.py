@@ -64,3 +64,42 @@ def test_torch_neuronx_aliases_run_on_the_simulator(fresh_device):
     assert "torch_neuronx" not in sys.modules
     with pytest.raises(ImportError):
         import torch_neuronx
+
+
+class _Props:
+    __slots__ = ("name", "total_memory")  # no __dict__, like a C++ properties object
+
+    def __init__(self) -> None:
+        self.name = "Trainium2"
+        self.total_memory = 96 << 30
+
+
+def test_torchneuron_backend_accepts_names_only_placement_and_slot_properties(monkeypatch):
+    import types
+
+    from trn_notebook import api
+    from trn_notebook.backends.torchneuron import TorchNeuronBackend
+
+    fake = types.ModuleType("torch_neuronx")
+    fake.__version__ = "2.14.0"
+    fake.get_executed_ops = lambda: {"aten::mm", "aten::_linalg_svd"}  # names only: counts are "not measured"
+    fake.get_fallback_ops = lambda: ["aten::_linalg_svd"]
+    device = types.SimpleNamespace(
+        get_device_properties=lambda i: _Props(),
+        get_dynamo_metrics=lambda: [{"graph_id": "g", "fx_passes_us": 5, "compile_us": 2_000_000}, {"graph_id": "h"}],
+    )
+    monkeypatch.setitem(sys.modules, "torch_neuronx", fake)
+    monkeypatch.setattr(torch, "neuron", device)
+    backend = TorchNeuronBackend()
+    monkeypatch.setattr(backends, "current", lambda: backend)
+
+    assert backend.name == "TorchNeuron (torch_neuronx 2.14.0)" and not backend.is_simulator
+    assert backend.executed_ops() == {"aten::_linalg_svd": None, "aten::mm": None}
+    assert api.placement_summary()["calls"] == {"native": "not measured", "cpu_fallback": "not measured"}
+    assert api.placement_summary()["ops"] == {"native": 1, "cpu_fallback": 1}
+    assert list(api.op_table()["calls"]) == ["not measured", "not measured"]
+    assert backend.device_properties() == {"name": "Trainium2", "total_memory": 96 << 30, "simulated": False}
+    assert [r["compile_s"] for r in backend.compile_records()] == [2.000005, None]
+    assert backend.device_time_s() is None
+    with pytest.raises(backends.SimulatorOnlyError, match=r"set_chip is simulator-only.*TorchNeuron"):
+        api.set_chip("trn3")

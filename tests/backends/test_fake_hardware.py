@@ -1,6 +1,11 @@
-"""Under a stand-in torch_neuronx, api.py and the report read TorchNeuron's answers and say "n/a" elsewhere."""
+"""Under a stand-in torch_neuronx, api.py and the report read TorchNeuron's answers and say "n/a" elsewhere.
+
+Also the first direction of the compiler stand-down: the real package's `neuron` entry point is found first.
+"""
 
 from __future__ import annotations
+
+import html
 
 import pytest
 
@@ -40,7 +45,13 @@ for call in (
 assert len(errors) == 6, errors
 print("ERROR", errors[0])
 
+import torch_neuronx
+from torch._dynamo.backends.registry import lookup_backend
+from trn_notebook.compiler.backend import neuron_backend
+
 torch.compile(lambda x: x.sin() + 1, backend="neuron")(torch.randn(3))
+assert len(torch_neuronx.compiled_graphs) == 1  # `neuron` is TorchNeuron's compiler (its entry point found first)
+assert lookup_backend("neuron_sim") is neuron_backend  # ours stays reachable
 records = b.compile_records()
 assert len(records) == 1 and records[0]["compile_s"] == 1.00003, records
 md = trn_notebook.report().to_markdown()
@@ -56,7 +67,7 @@ def test_api_and_report_under_fake_torchneuron(tmp_path):
     assert "DESCRIBE live backend: TorchNeuron (torch_neuronx 2.14.0+fake)" in out
     assert f"CACHE {tmp_path / 'neff'}" in out
     assert "ERROR trn_notebook.set_chip is simulator-only" in out and "the instance decides the chip" in out
-    report = out.split("REPORT", 1)[1]
+    report = html.unescape(out.split("REPORT", 1)[1]).replace("\\", "")  # the Markdown is escaped
     assert "TorchNeuron (torch_neuronx 2.14.0+fake) on Trainium hardware" in report
     assert "device Trainium2 (fake)" in report
     assert "cpu_fallback 1, native 6" in report and "aten::_linalg_svd ×1 (n/a B moved) at n/a" in report

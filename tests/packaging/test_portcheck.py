@@ -24,6 +24,8 @@ print(tn.get_fallback_ops(), tn.op_table(), tn.report)
 f = torch.compile(lambda v: v * 2, backend="neuron")
 t = clocks.snapshot()["sim_device_s"]
 import os; os.environ["TRN_NOTEBOOK_STRICT"] = "1"
+with torch.neuron.phase("load"): pass
+from torch import neuron as tn2; tn2.elapsed_modeled_device_time(); torch.neuron.memory_stats()
 """
 
 
@@ -39,6 +41,8 @@ def test_script_findings_name_line_and_hardware_equivalent(tmp_path):
         (7, "trn_notebook.set_memory_capacity"),
         (11, "trn_notebook.device.clocks"),
         (12, "$TRN_NOTEBOOK_STRICT"),
+        (13, "torch.neuron.phase"),
+        (14, "torch.neuron.elapsed_modeled_device_time"),
     }  # portable calls (get_fallback_ops, op_table, report, torch.compile) are not flagged
     assert not report.ok
     by_name = {f.name: f for f in report.findings}

@@ -18,14 +18,17 @@ if TYPE_CHECKING:
     from .torchneuron import TorchNeuronBackend
 
 _instances: dict[str, Backend] = {}
+_kind: str | None = None  # decided once per process (find_spec costs ~0.2 ms); refresh() decides again
 
 
 def current() -> Backend:
     """The live backend: TorchNeuron when ``torch_neuronx`` is importable, else the simulator."""
-    kind = "torchneuron" if real_backend_present() else "simulator"
-    backend = _instances.get(kind)
+    global _kind
+    if _kind is None:
+        _kind = "torchneuron" if real_backend_present() else "simulator"
+    backend = _instances.get(_kind)
     if backend is None:
-        if kind == "torchneuron":
+        if _kind == "torchneuron":
             from .torchneuron import TorchNeuronBackend
 
             backend = TorchNeuronBackend()
@@ -33,8 +36,15 @@ def current() -> Backend:
             from .simulator import SimulatorBackend
 
             backend = SimulatorBackend()
-        _instances[kind] = backend
+        _instances[_kind] = backend
     return backend
+
+
+def refresh() -> Backend:
+    """Decide again which backend is live (after installing torch-neuronx into a running process)."""
+    global _kind
+    _kind = None
+    return current()
 
 
 def describe() -> str:
@@ -66,5 +76,6 @@ __all__ = [
     "alias_torch_neuronx",
     "current",
     "describe",
+    "refresh",
     "remove_alias",
 ]

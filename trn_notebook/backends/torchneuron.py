@@ -99,11 +99,14 @@ class TorchNeuronBackend:
 
     def device_properties(self) -> dict[str, Any]:
         """``torch.neuron.get_device_properties(0)`` as a dict (``simulated=False``)."""
-        props = _device_module().get_device_properties(0)
-        data = dict(vars(props)) if hasattr(props, "__dict__") else {"name": str(props)}
-        data.setdefault(
-            "name", _device_module().get_device_name(0) if hasattr(_device_module(), "get_device_name") else NA
-        )
+        module = _device_module()
+        props = module.get_device_properties(0)
+        if hasattr(props, "__dict__"):
+            data = dict(vars(props))
+        else:  # a C++ properties object (as torch.cuda's): its public, non-callable attributes
+            data = {k: getattr(props, k) for k in dir(props) if not k.startswith("_")}
+            data = {k: v for k, v in data.items() if not callable(v)}
+        data.setdefault("name", module.get_device_name(0) if hasattr(module, "get_device_name") else NA)
         data["simulated"] = False
         return data
 
