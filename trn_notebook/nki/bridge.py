@@ -1,0 +1,2 @@
+def nki_op(*a, **k):
+    raise NotImplementedError

@@ -1,0 +1,6 @@
+class CheckResult:
+    pass
+
+
+def check(*a, **k):
+    raise NotImplementedError
