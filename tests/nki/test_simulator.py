@@ -42,7 +42,7 @@ def test_partition_limit_names_the_kernel_line():
 def test_sbuf_overflow_gives_figures():
     @nki.jit
     def hog(x):
-        keep = [nl.ndarray((128, 16 * 1024), dtype=nl.float32, buffer=nl.sbuf) for _ in range(4)]  # 256 KiB/partition
+        keep = [nl.zeros((128, 16 * 1024), dtype=nl.float32) for _ in range(4)]  # 256 KiB/partition
         return keep
 
     with pytest.raises(nki.NkiCapacityError, match=r"SBUF overflow.*64.0 KiB per partition.*192.0 KiB of the 224 KiB"):
@@ -65,7 +65,7 @@ def test_tiles_that_die_free_their_sbuf():
 def test_psum_has_eight_banks():
     @nki.jit
     def banks(x):
-        return [nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum) for _ in range(9)]
+        return [nl.zeros((128, 512), dtype=nl.float32, buffer=nl.psum) for _ in range(9)]
 
     with pytest.raises(nki.NkiCapacityError, match="8 PSUM banks"):
         banks(torch.zeros(1))

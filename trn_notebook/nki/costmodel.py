@@ -1,9 +1,10 @@
 """Engine-level cost model of one NeuronCore running a kernel (all figures are *modeled*).
 
 Each instruction occupies one engine lane (TensorE, VectorE, ScalarE, GpSimdE) or a share of the
-16 DMA queues; engines run in parallel, each in program order, and an instruction starts when its
-engine is free and every tile region it reads (or overwrites) has been produced (read-after-write
-and write-after-write; buffers are assumed renamed, so write-after-read never waits). Costs are
+16 DMA queues; engines run in parallel. An instruction starts in the first gap of its lane after
+every tile region it reads (or overwrites) has been produced (read-after-write and
+write-after-write; buffers are assumed renamed, so write-after-read never waits): a list
+scheduler standing in for the compiler's scheduling of independent loop iterations. Costs are
 the per-instruction formulas of the NKI ISA documentation (SDK 2.26 ``nki.isa`` cost notes and the
 architecture guides, see ``shared/reference/trainium-figures.md`` A2/A3 and ``docs/fidelity.md``).
 Every constant is overridable with :func:`set_kernel_cost_constants`.
@@ -11,9 +12,11 @@ Every constant is overridable with :func:`set_kernel_cost_constants`.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -198,23 +201,64 @@ class Record:
     line: str
 
 
+class Lane:
+    """Busy intervals of one engine (or of the DMA queues as one pool), merged and sorted.
+
+    An instruction goes into the earliest gap at or after the time its inputs are ready: a list
+    scheduler, standing in for the NKI compiler's instruction scheduling across independent loop
+    iterations (``affine_range``); instructions that depend on each other keep their order.
+    """
+
+    __slots__ = ("ends", "starts")
+
+    def __init__(self) -> None:
+        self.starts: list[float] = []
+        self.ends: list[float] = []
+
+    def place(self, ready: float, duration: float) -> float:
+        """Reserve ``duration`` at the earliest free time ``>= ready``; returns the start."""
+        starts, ends = self.starts, self.ends
+        i = bisect.bisect_right(ends, ready)
+        t = ready
+        while i < len(starts) and starts[i] - t < duration:
+            t = max(t, ends[i])
+            i += 1
+        end = t + duration
+        eps = 1e-15
+        merge_left = i > 0 and ends[i - 1] >= t - eps
+        merge_right = i < len(starts) and starts[i] <= end + eps
+        if merge_left and merge_right:
+            ends[i - 1] = ends[i]
+            del starts[i], ends[i]
+        elif merge_left:
+            ends[i - 1] = end
+        elif merge_right:
+            starts[i] = t
+        else:
+            starts.insert(i, t)
+            ends.insert(i, end)
+        return t
+
+    @property
+    def end(self) -> float:
+        return self.ends[-1] if self.ends else 0.0
+
+
 @dataclass
 class Scheduler:
-    """Places instructions on engine lanes and DMA queues subject to data dependencies."""
+    """Places instructions on engine lanes and the DMA queue pool subject to data dependencies."""
 
     spec: CoreSpec
-    lanes: dict[str, float] = field(default_factory=lambda: dict.fromkeys(ENGINES, 0.0))
+    lanes: dict[str, Lane] = field(default_factory=lambda: {k: Lane() for k in (*ENGINES, "DMA")})
     busy: dict[str, float] = field(default_factory=lambda: dict.fromkeys((*ENGINES, "DMA"), 0.0))
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys((*ENGINES, "DMA"), 0))
-    queues: list[float] = field(default_factory=list)
     writes: dict[int, list[tuple[int, int, float, str]]] = field(default_factory=dict)
     records: list[Record] = field(default_factory=list)
     flops: float = 0.0
     dma_bytes: float = 0.0
+    last_end: float = 0.0
     keep_records: int = 20_000
-
-    def __post_init__(self) -> None:
-        self.queues = [0.0] * self.spec.dma_queues
+    touch: Any = None  # called with every instruction's operands (first use reserves on-chip space)
 
     def _ready(self, tensors: list, lane: str) -> tuple[float, bool]:
         """Latest end of a write overlapping any of ``tensors``; and whether it came from another lane."""
@@ -243,16 +287,16 @@ class Scheduler:
 
     def engine(self, name: str, lane: str, seconds: float, reads: list, writes: list, line: str) -> None:
         """Issue a compute instruction of ``seconds`` on ``lane``."""
+        if self.touch is not None:
+            self.touch(reads + writes)
         ready, foreign = self._ready(reads + writes, lane)
-        start = self.lanes[lane]
-        if ready > start:
-            start = ready
-            if foreign:
-                start += _constants.cross_engine_wait_cycles / _hz(self.spec, lane)
+        if foreign and ready > 0:  # a semaphore wait on another engine's result
+            ready += _constants.cross_engine_wait_cycles / _hz(self.spec, lane)
+        start = self.lanes[lane].place(ready, seconds)
         end = start + seconds
-        self.lanes[lane] = end
         self.busy[lane] += seconds
         self.counts[lane] += 1
+        self.last_end = max(self.last_end, end)
         self._written(writes, end, lane)
         if len(self.records) < self.keep_records:
             self.records.append(Record(name, lane, start, end, line))
@@ -260,29 +304,28 @@ class Scheduler:
     def dma(
         self, name: str, nbytes: float, contiguous: float, partitions: int, reads: list, writes: list, line: str
     ) -> None:
-        """Issue a DMA split over ``min(queues, partitions)`` queues (each at its per-queue bandwidth)."""
+        """Issue a DMA spread over ``min(queues, partitions)`` of the queues, at their per-queue bandwidth."""
+        if self.touch is not None:
+            self.touch(reads + writes)
         spec = self.spec
         ready, _ = self._ready(reads + writes, "DMA")
         n = max(1, min(spec.dma_queues, partitions))
         per_queue = min(spec.dma_queue_bytes_per_s, spec.hbm_bytes_per_s / spec.dma_queues)
-        occupancy = (nbytes / n) / (per_queue * dma_efficiency(contiguous))
-        order = sorted(range(len(self.queues)), key=self.queues.__getitem__)[:n]
-        start = max(ready, max(self.queues[q] for q in order))
-        for q in order:
-            self.queues[q] = start + occupancy
-        end = start + occupancy + _constants.dma_fixed_latency_s
-        self.busy["DMA"] += occupancy * n / spec.dma_queues
+        duration = (nbytes / n) / (per_queue * dma_efficiency(contiguous))
+        share = duration * n / spec.dma_queues  # time the whole pool of queues is occupied
+        start = self.lanes["DMA"].place(ready, share)
+        end = start + duration + _constants.dma_fixed_latency_s
+        self.busy["DMA"] += share
         self.counts["DMA"] += 1
         self.dma_bytes += nbytes
+        self.last_end = max(self.last_end, end)
         self._written(writes, end, "DMA")
         if len(self.records) < self.keep_records:
-            self.records.append(Record(name, "DMA", start, end, line))
+            self.records.append(Record(name, "DMA", start, start + duration, line))
 
     def total_s(self) -> float:
         """Modeled kernel time: when the last instruction finishes."""
-        ends = [*self.lanes.values(), *self.queues]
-        last = max((r.end for r in self.records), default=0.0)
-        return max([last, *ends]) if ends else last
+        return self.last_end
 
 
 def _hz(spec: CoreSpec, lane: str) -> float:

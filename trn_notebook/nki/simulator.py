@@ -84,6 +84,7 @@ class SimContext:
         self.program = program_id
         self.grid = grid
         self.scheduler = Scheduler(spec)
+        self.scheduler.touch = self.touch
         self.tile_size = TileSize(
             psum_fmax=spec.psum_partition_bytes // spec.psum_banks // 4,
             psum_bank_fmax=spec.psum_partition_bytes // spec.psum_banks // 4,
@@ -128,11 +129,6 @@ class SimContext:
                     f"partition dimension {shape[0]} exceeds {PMAX}: SBUF and PSUM have {PMAX} partitions. "
                     f"Tile dim 0 into chunks of nl.tile_size.pmax ({PMAX}) and loop over them"
                 )
-            per_partition = math.prod(shape[1:]) * dtype.itemsize
-            if buffer is sbuf:
-                self._reserve_sbuf(per_partition, shape, dtype, name)
-            else:
-                self._reserve_psum(per_partition, shape, dtype, name)
         else:
             i = self.hbm_index
             self.hbm_index += 1
@@ -145,20 +141,40 @@ class SimContext:
             data.fill_(sentinel(dtype))
         st = Storage(data, buffer, name)
         if buffer in ON_CHIP:
-            banks = math.ceil(st.per_partition / self.bank_bytes) if buffer is psum else 0
-            st.banks = banks
             if buffer is psum:
-                self.psum_banks_used += banks
-                self.psum_peak = max(self.psum_peak, self.psum_banks_used)
                 st.written = torch.zeros(shape, dtype=torch.bool, device=self.device)
-            else:
-                self.sbuf_used += st.per_partition
-                self.sbuf_peak = max(self.sbuf_peak, self.sbuf_used)
-            self.live[st.id] = (buffer, st.per_partition if buffer is sbuf else banks, _line(), shape)
+            st.pending = _line()  # reserved at first use, when the tile's previous binding has been freed
             weakref.finalize(st, self._release, st.id)
         else:
             self.shared.append(st)
         return NkiTensor(data, st)
+
+    def touch(self, tensors: list[NkiTensor]) -> None:
+        """Reserve on-chip space for tiles used for the first time; raises :class:`NkiCapacityError` when full.
+
+        A tile is live from its first use until the kernel drops its last reference, as the NKI
+        compiler's allocator sees it (``t = nl.ndarray(...)`` in a loop reuses the space of the
+        previous iteration's ``t``).
+        """
+        for t in tensors:
+            st = t.storage
+            if st.pending is None:
+                continue
+            line = st.pending
+            shape = tuple(st.data.shape)
+            if st.buffer is sbuf:
+                self._reserve_sbuf(st.per_partition, shape, st.data.dtype, st.name, line)
+                self.sbuf_used += st.per_partition
+                self.sbuf_peak = max(self.sbuf_peak, self.sbuf_used)
+                self.live[st.id] = (sbuf, st.per_partition, line, shape)
+            else:
+                banks = math.ceil(st.per_partition / self.bank_bytes)
+                self._reserve_psum(st.per_partition, shape, st.data.dtype, st.name, line)
+                st.banks = banks
+                self.psum_banks_used += banks
+                self.psum_peak = max(self.psum_peak, self.psum_banks_used)
+                self.live[st.id] = (psum, banks, line, shape)
+            st.pending = None
 
     def _release(self, sid: int) -> None:
         entry = self.live.pop(sid, None)
@@ -174,23 +190,27 @@ class SimContext:
         unit = "B/partition" if buffer is sbuf else "bank(s)"
         return "; ".join(f"{e[3]} {e[1]} {unit} from {e[2] or '?'}" for e in rows) or "none"
 
-    def _reserve_sbuf(self, per_partition: int, shape: tuple[int, ...], dtype: torch.dtype, name: str) -> None:
+    def _reserve_sbuf(
+        self, per_partition: int, shape: tuple[int, ...], dtype: torch.dtype, name: str, line: str
+    ) -> None:
         cap = self.spec.sbuf_partition_bytes
         if self.sbuf_used + per_partition > cap:
             raise fail(
-                f"SBUF overflow: tile {name or ''}{shape} {dtype} needs {per_partition / 1024:.1f} KiB per partition, "
+                f"SBUF overflow: tile {name or ''}{shape} {dtype} (allocated at {line}) needs {per_partition / 1024:.1f} KiB per partition, "
                 f"but live tiles already use {self.sbuf_used / 1024:.1f} KiB of the {cap / 1024:.0f} KiB each of the "
                 f"{PMAX} SBUF partitions has on {self.spec.name}. Largest live tiles: {self._largest_live(sbuf)}. "
                 "Use smaller tiles along the free dimension, or drop references to tiles you no longer need",
                 NkiCapacityError,
             )
 
-    def _reserve_psum(self, per_partition: int, shape: tuple[int, ...], dtype: torch.dtype, name: str) -> None:
+    def _reserve_psum(
+        self, per_partition: int, shape: tuple[int, ...], dtype: torch.dtype, name: str, line: str
+    ) -> None:
         banks = math.ceil(per_partition / self.bank_bytes)
         total = self.spec.psum_banks
         if self.psum_banks_used + banks > total:
             raise fail(
-                f"PSUM overflow: tile {name or ''}{shape} {dtype} needs {banks} bank(s) of {self.bank_bytes} B per "
+                f"PSUM overflow: tile {name or ''}{shape} {dtype} (allocated at {line}) needs {banks} bank(s) of {self.bank_bytes} B per "
                 f"partition, but {self.psum_banks_used} of the {total} PSUM banks are held by live tiles "
                 f"({self._largest_live(psum)}). Copy results out of PSUM (nisa.tensor_copy) and reuse fewer accumulators",
                 NkiCapacityError,

@@ -79,7 +79,7 @@ _ids = itertools.count(1)
 class Storage:
     """One allocation: its backing torch tensor, buffer, per-partition bytes and PSUM bookkeeping."""
 
-    __slots__ = ("__weakref__", "banks", "buffer", "data", "id", "name", "per_partition", "written")
+    __slots__ = ("__weakref__", "banks", "buffer", "data", "id", "name", "pending", "per_partition", "written")
 
     def __init__(self, data: torch.Tensor, buffer: MemoryRegion, name: str = "") -> None:
         self.data = data
@@ -88,6 +88,7 @@ class Storage:
         self.id = next(_ids)
         self.per_partition = data[0].numel() * data.element_size() if data.dim() and buffer in ON_CHIP else 0
         self.banks = 0
+        self.pending: str | None = None  # on-chip: allocation line until first use reserves the space
         # PSUM: which elements hold a matmul result (accumulate=None starts a group where this is False)
         self.written: torch.Tensor | None = None
 
