@@ -3,8 +3,8 @@
 1. Simulator speed: the tiled 512x512x512 fp32 matmul kernel simulated vs ``torch.matmul`` of the
    same shapes on the CPU, interleaved in this process; median ratio and spread (target <= 20x).
 2. Fidelity: the NKI matmul tutorial's four kernels at [4096, 8192] @ [8192, 8192] BF16 on one
-   Trn1 NeuronCore, modeled (shape-only run) vs the latencies the tutorial publishes (goal: within
-   25%). See docs/fidelity.md for sources.
+   Trn1 NeuronCore, and the fused Mamba tutorial's ``mamba_v1``, modeled (shape-only runs) vs the
+   latencies the tutorials publish (goal: within 25%). See docs/fidelity.md for sources.
 
     OMP_NUM_THREADS=1 python benchmarks/bench_nki.py [--repeats 15] [--skip-fidelity]
 """
@@ -21,7 +21,7 @@ import torch
 
 import trn_notebook.nki as nki
 from trn_notebook.nki.kernels import matmul_kernel
-from trn_notebook.nki.kernels_tutorial import TUTORIAL_KERNELS, TUTORIAL_MS
+from trn_notebook.nki.kernels_tutorial import MAMBA_V1_MS, TUTORIAL_KERNELS, TUTORIAL_MS, mamba_v1
 
 
 def _uptime() -> str:
@@ -69,6 +69,19 @@ def fidelity() -> None:
         print(f"  {name:<16}{TUTORIAL_MS[name]:>13.2f}{ms:>12.2f}{ratio:>8.2f}  {within}; {util}")
 
 
+def fidelity_mamba() -> None:
+    print("fidelity: NKI fused Mamba tutorial, mamba_v1, FP32, batch 1, seq_len 512, state 16 (chip not stated)")
+    print(f"  {'channels':<10}{'chip':<6}{'published ms':>13}{'modeled ms':>12}{'ratio':>8}  modeled utilisation")
+    for channels, published in MAMBA_V1_MS.items():
+        shapes = [((1, channels, 512), torch.float32)] * 2 + [((channels, 16), torch.float32)]
+        shapes += [((1, 16, 512), torch.float32)] * 2
+        for chip in ("trn1", "trn2"):
+            rep = nki.estimate(mamba_v1, *shapes, chip=chip)
+            ms = rep.modeled_s * 1e3
+            util = ", ".join(f"{k} {v:.0%}" for k, v in rep.utilisation.items() if v >= 0.05)
+            print(f"  {channels:<10}{chip:<6}{published:>13.3f}{ms:>12.3f}{ms / published:>8.2f}  {util}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--repeats", type=int, default=15)
@@ -78,6 +91,7 @@ def main() -> None:
     simulator_speed(args.repeats)
     if not args.skip_fidelity:
         fidelity()
+        fidelity_mamba()
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ import trn_notebook.nki as nki
 import trn_notebook.nki.isa as nisa
 import trn_notebook.nki.language as nl
 from trn_notebook.nki import costmodel as cm
-from trn_notebook.nki.kernels_tutorial import TUTORIAL_KERNELS, matmul_fully_optimized
+from trn_notebook.nki.kernels_tutorial import TUTORIAL_KERNELS, mamba_v1, matmul_fully_optimized
 
 
 @nki.jit
@@ -64,3 +64,18 @@ def test_tutorial_kernels_compute_the_product():
         kw = {"tiles_m": 2, "tiles_n": 2, "tiles_k": 4} if k is matmul_fully_optimized else {}
         got = k(a, b, **kw).float()
         assert float((got - want).abs().max() / want.abs().max()) < 1e-2
+
+
+def test_mamba_kernel_matches_the_recurrence():
+    torch.manual_seed(0)
+    b, c, s, n = 1, 128, 32, 3
+    delta, u = torch.rand(b, c, s) * 0.1, torch.randn(b, c, s)
+    A, B, C = -torch.rand(c, n), torch.randn(b, n, s), torch.randn(b, n, s)
+    dA = torch.exp(delta[:, :, None, :] * A[None, :, :, None])
+    dBu = delta[:, :, None, :] * B[:, None, :, :] * u[:, :, None, :]
+    h, outs = torch.zeros_like(dA[..., 0]), []
+    for i in range(s):
+        h = dA[..., i] * h + dBu[..., i]
+        outs.append(h)
+    want = (torch.stack(outs, -1) * C[:, None, :, :]).sum(2)
+    torch.testing.assert_close(mamba_v1(delta, u, A, B, C), want, rtol=1e-5, atol=1e-5)

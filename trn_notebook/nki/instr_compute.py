@@ -225,3 +225,43 @@ def reciprocal(dst: NkiTensor, data: NkiTensor, name: str | None = None) -> None
         _read_psum(ctx, data)
     secs = cm.vector_s(ctx.spec, data.free_size, torch.float32, 8.0)
     ctx.scheduler.engine("reciprocal", "VectorE", secs, [data], [dst], _line())
+
+
+def tensor_tensor_scan(
+    dst: NkiTensor,
+    data0: NkiTensor,
+    data1: NkiTensor,
+    initial: Any,
+    op0: BinaryOp,
+    op1: BinaryOp,
+    reverse0: bool = False,
+    reverse1: bool = False,
+    name: str | None = None,
+) -> None:
+    """Scan along the free axis: ``h[i] = (data0[i] <op0> h[i-1]) <op1> data1[i]``, ``h[-1] = initial`` (VectorE)."""
+    ctx = current()
+    dst = _tensor(dst, "dst", "tensor_tensor_scan")
+    a = _tensor(data0, "data0", "tensor_tensor_scan")
+    b = _tensor(data1, "data1", "tensor_tensor_scan")
+    for t, what in ((dst, "dst"), (a, "data0"), (b, "data1")):
+        _on_chip(t, what, "tensor_tensor_scan")
+    _same_layout(a, b, "tensor_tensor_scan", "data0 and data1")
+    _same_layout(dst, a, "tensor_tensor_scan", "dst and data0")
+    for op in (op0, op1):
+        if not isinstance(op, BinaryOp):
+            raise fail(f"tensor_tensor_scan: {op!r} is not an ALU operator")
+    h0 = _operand(initial, a, "tensor_tensor_scan", "initial")
+    reads = [a, b, *([initial] if isinstance(initial, NkiTensor) else [])]
+    if not ctx.meta:
+        x, y = _flat(a), _flat(b)
+        h = h0 if isinstance(h0, torch.Tensor) else torch.full((a.partitions, 1), h0)
+        cols = []
+        for i in range(x.shape[1]):
+            xi = x[:, i : i + 1]
+            h = op0.fn(h, xi) if reverse0 else op0.fn(xi, h)
+            h = op1.fn(y[:, i : i + 1], h) if reverse1 else op1.fn(h, y[:, i : i + 1])
+            cols.append(h)
+        _store(dst, torch.cat(cols, dim=1))
+        _read_psum(ctx, a, b)
+    secs = cm.vector_s(ctx.spec, a.free_size, torch.float32, 2.0)
+    ctx.scheduler.engine("tensor_tensor_scan", "VectorE", secs, reads, [dst], _line())

@@ -7,7 +7,7 @@ float32 and cast to ``dst.dtype``, as documented. A violation raises
 """
 
 from .instr_common import engine, reduce_cmd
-from .instr_compute import activation, reciprocal, tensor_reduce, tensor_scalar, tensor_tensor
+from .instr_compute import activation, reciprocal, tensor_reduce, tensor_scalar, tensor_tensor, tensor_tensor_scan
 from .instr_data import dma_copy, iota, memset, tensor_copy
 from .instr_tensor import nc_matmul, nc_transpose
 
@@ -25,4 +25,5 @@ __all__ = [
     "tensor_reduce",
     "tensor_scalar",
     "tensor_tensor",
+    "tensor_tensor_scan",
 ]

@@ -141,3 +141,44 @@ TUTORIAL_KERNELS = {
 # Published latencies (ms) for [4096, 8192] @ [8192, 8192] BF16 on Trn1.32xlarge (one NeuronCore-v2),
 # sdk@7c165a3e nki/tutorials/matrix_multiplication.rst L339-348.
 TUTORIAL_MS = {"Original Tiled": 51.80, "Optimization 1": 42.96, "Optimization 2": 22.07, "Optimization 3": 6.97}
+
+
+@jit
+def mamba_v1(delta, u, A, B, C):
+    """The fused Mamba-v1 layer of the NKI tutorial (``mamba_v1``): per channel tile and state, exp(delta*A),
+    delta*u*B, an associative scan, times C, accumulated over states. Shapes: delta/u ``[batch, channels, seq]``,
+    A ``[channels, state]``, B/C ``[batch, state, seq]``.
+    """
+    batch, channels, seq_len = delta.shape
+    _, state_size = A.shape
+    output = nl.ndarray((batch, channels, seq_len), dtype=delta.dtype, buffer=nl.shared_hbm)
+    for i_batch in nl.affine_range(batch):
+        for i_tile in nl.affine_range(channels // 128):
+            c0 = i_tile * 128
+            accum = nl.zeros((128, seq_len), dtype=delta.dtype)
+            for i_state in nl.affine_range(state_size):
+                delta_i = nl.load(delta[i_batch, c0 : c0 + 128, :])
+                A_i = nl.load(A[c0 : c0 + 128, i_state : i_state + 1])
+                deltaA = nl.ndarray((128, seq_len), dtype=delta.dtype)
+                nisa.activation(dst=deltaA, op=nl.exp, data=delta_i, scale=A_i)
+                u_i = nl.load(u[i_batch, c0 : c0 + 128, :])
+                B_i = nl.load(B[i_batch, i_state : i_state + 1, :])
+                deltaU = nl.ndarray((128, seq_len), dtype=delta.dtype)
+                nisa.tensor_tensor(dst=deltaU, data1=delta_i, data2=u_i, op=nl.multiply)
+                deltaBu = nl.ndarray((128, seq_len), dtype=delta.dtype)
+                nisa.tensor_tensor(
+                    dst=deltaBu, data1=deltaU, data2=nl.broadcast_to(B_i, (128, seq_len)), op=nl.multiply
+                )
+                scan = nl.ndarray((128, seq_len), dtype=delta.dtype)
+                nisa.tensor_tensor_scan(dst=scan, data0=deltaA, data1=deltaBu, initial=0.0, op0=nl.multiply, op1=nl.add)
+                C_i = nl.load(C[i_batch, i_state : i_state + 1, :])
+                scanC = nl.ndarray((128, seq_len), dtype=delta.dtype)
+                nisa.tensor_tensor(dst=scanC, data1=scan, data2=nl.broadcast_to(C_i, (128, seq_len)), op=nl.multiply)
+                nisa.tensor_tensor(dst=accum, data1=accum, data2=scanC, op=nl.add)
+            nisa.dma_copy(dst=output[i_batch, c0 : c0 + 128, :], src=accum)
+    return output
+
+
+# Published: mamba_v1, FP32, batch 1, seq_len 512, state 16 (fused_mamba.rst L47, L76, L514, L548); the chip
+# is not stated on the page.
+MAMBA_V1_MS = {256: 0.17293, 4096: 2.34}

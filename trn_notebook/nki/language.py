@@ -274,6 +274,18 @@ def transpose(x: NkiTensor, dtype: torch.dtype | None = None) -> NkiTensor:
     return out
 
 
+def broadcast_to(x: NkiTensor, shape: Any, dtype: torch.dtype | None = None) -> NkiTensor:
+    """A view of ``x`` with size-1 dims (the partition dim included) repeated to ``shape`` (no copy)."""
+    if not isinstance(x, NkiTensor):
+        raise fail(f"nl.broadcast_to takes a tile, got {type(x).__name__}")
+    shape = tuple(int(s) for s in shape)
+    if len(shape) != x.ndim or any(a != b and a != 1 for a, b in zip(x.shape, shape)):
+        raise fail(f"nl.broadcast_to: cannot broadcast {x.shape} to {shape} (only size-1 dims repeat)")
+    if shape[0] > 128:
+        raise fail(f"nl.broadcast_to: {shape[0]} partitions exceed 128")
+    return NkiTensor(x.data.expand(shape), x.storage)
+
+
 def _export() -> dict[str, Any]:
     names: dict[str, Any] = {}
     for name, op in {**BINARY, **UNARY}.items():
@@ -289,6 +301,6 @@ __all__ = [
     "sbuf", "psum", "hbm", "private_hbm", "shared_hbm", "tile_size", "is_hbm", "is_on_chip",
     "ndarray", "zeros", "ones", "full", "empty_like", "zeros_like", "load", "store", "device_print",
     "affine_range", "sequential_range", "static_range", "program_id", "num_programs", "program_ndim", "ds",
-    "sum", "max", "min", "mean", "prod", "matmul", "transpose", "NkiTensor", "DynSlice",
+    "sum", "max", "min", "mean", "prod", "matmul", "transpose", "broadcast_to", "NkiTensor", "DynSlice",
     *BINARY, *UNARY,
 ]  # fmt: skip
