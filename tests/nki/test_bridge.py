@@ -75,3 +75,21 @@ def test_compiled_model_runs_the_kernel_as_one_launch(fresh_compiler):
     got.sum().backward()  # the backward graph differentiates through the reference
     cpu(x).sum().backward()
     torch.testing.assert_close(dev.w.grad.cpu(), cpu.w.grad, rtol=1e-4, atol=1e-4)
+
+
+def test_kernel_call_survives_the_disk_cache(fresh_compiler):
+    from trn_notebook.compiler import backend, compile_log
+
+    def f(x, w):
+        return rmsnorm(x, w) * 2
+
+    x, w = torch.randn(128, 64), torch.rand(64) + 0.5
+    want = _rms(x, w) * 2
+    with torch.no_grad():
+        first = torch.compile(f, fullgraph=True, backend="neuron")(x.to("neuron"), w.to("neuron"))
+        torch._dynamo.reset()
+        backend.clear_memory_cache()  # the next compile reads the graph text back from disk
+        second = torch.compile(f, fullgraph=True, backend="neuron")(x.to("neuron"), w.to("neuron"))
+    torch.testing.assert_close(first.cpu(), want, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(second.cpu(), want, rtol=1e-5, atol=1e-5)
+    assert compile_log.snapshot()[-1]["cache_result"] == "disk hit"
