@@ -77,15 +77,16 @@ def test_compiled_model_runs_the_kernel_as_one_launch(fresh_compiler):
     torch.testing.assert_close(dev.w.grad.cpu(), cpu.w.grad, rtol=1e-4, atol=1e-4)
 
 
-def test_kernel_call_survives_the_disk_cache(fresh_compiler):
+def test_kernel_call_survives_the_disk_cache(fresh_compiler, tmp_path):
     from trn_notebook.compiler import backend, compile_log
+    from trn_notebook.compiler.config import override
 
     def f(x, w):
         return rmsnorm(x, w) * 2
 
     x, w = torch.randn(128, 64), torch.rand(64) + 0.5
     want = _rms(x, w) * 2
-    with torch.no_grad():
+    with torch.no_grad(), override(cache_dir=str(tmp_path / "kc"), disable_cache=False):
         first = torch.compile(f, fullgraph=True, backend="neuron")(x.to("neuron"), w.to("neuron"))
         torch._dynamo.reset()
         backend.clear_memory_cache()  # the next compile reads the graph text back from disk
