@@ -334,7 +334,7 @@ def _hz(spec: CoreSpec, lane: str) -> float:
 
 def replace_spec(spec: CoreSpec, **changes: float | int) -> CoreSpec:
     """``spec`` with some fields replaced (what-if studies); raises ``TypeError`` on an unknown field."""
-    return dataclasses.replace(spec, **changes)
+    return dataclasses.replace(spec, **changes)  # type: ignore[arg-type]
 
 
 def utilisation(busy: dict[str, float], total: float) -> dict[str, float]:

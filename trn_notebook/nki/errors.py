@@ -5,6 +5,7 @@ from __future__ import annotations
 import linecache
 import os
 import sys
+from types import FrameType
 
 _PACKAGE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "")
 
@@ -19,7 +20,7 @@ class NkiCapacityError(NkiError, MemoryError):
 
 def kernel_line() -> tuple[str, int, str] | None:
     """``(filename, lineno, source)`` of the innermost frame outside ``trn_notebook/nki`` (the kernel's line)."""
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         filename = frame.f_code.co_filename
         if not filename.startswith(_PACKAGE_DIR):

@@ -77,6 +77,7 @@ def nc_matmul(
         )
     if not ctx.meta:
         result = torch.mm(_flat(st).T, _flat(mv)).reshape(dst.shape)
+        assert dst.storage.written is not None  # every PSUM storage tracks matmul writes
         mask = dst.storage.written.as_strided(dst.data.shape, dst.data.stride(), dst.data.storage_offset())
         if accumulate is None:
             dst.data.copy_(torch.where(mask, dst.data.float() + result, result).to(dst.dtype))

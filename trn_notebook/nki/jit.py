@@ -137,7 +137,7 @@ def _outputs(result: Any, kinds: set[str], meta: bool, name: str) -> Any:
                 f"kernel {name} returned an on-chip tile {o!r}; allocate the output with "
                 "nl.ndarray(shape, dtype, buffer=nl.shared_hbm) and nl.store the tile into it"
             )
-        t = o.data
+        t: Any = o.data
         if not meta and t.dtype.is_floating_point and o.storage.name == "" and bool(torch.isnan(t).any()):
             frac = float(torch.isnan(t).float().mean())
             warnings.warn(

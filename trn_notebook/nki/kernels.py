@@ -129,7 +129,7 @@ def flash_attention_kernel(q, k, v, causal: bool = False, scale: float | None = 
             nisa.nc_matmul(dst=s_ps, stationary=qT, moving=kT)
             s = nl.ndarray((128, 128), dtype=nl.float32)
             nisa.activation(dst=s, op=nl.copy, data=s_ps, scale=scale)
-            if causal and j == i:
+            if mask is not None and j == i:
                 nisa.tensor_tensor(dst=s, data1=s, data2=mask, op=nl.add)
             m_new = nl.ndarray((128, 1), dtype=nl.float32)
             nisa.tensor_reduce(dst=m_new, op=nl.maximum, data=s, axis=1)

@@ -286,14 +286,61 @@ def broadcast_to(x: NkiTensor, shape: Any, dtype: torch.dtype | None = None) -> 
     return NkiTensor(x.data.expand(shape), x.storage)
 
 
-def _export() -> dict[str, Any]:
-    names: dict[str, Any] = {}
-    for name, op in {**BINARY, **UNARY}.items():
-        names[name] = op
-    return names
+# -- operators: ALU operators and activation functions, by their NKI names ----------------------------
+add = BINARY["add"]
+subtract = BINARY["subtract"]
+multiply = BINARY["multiply"]
+divide = BINARY["divide"]
+maximum = BINARY["maximum"]
+minimum = BINARY["minimum"]
+power = BINARY["power"]
+equal = BINARY["equal"]
+not_equal = BINARY["not_equal"]
+less = BINARY["less"]
+less_equal = BINARY["less_equal"]
+greater = BINARY["greater"]
+greater_equal = BINARY["greater_equal"]
+bitwise_and = BINARY["bitwise_and"]
+bitwise_or = BINARY["bitwise_or"]
+bitwise_xor = BINARY["bitwise_xor"]
+left_shift = BINARY["left_shift"]
+right_shift = BINARY["right_shift"]
+logical_and = BINARY["logical_and"]
+logical_or = BINARY["logical_or"]
+logical_xor = BINARY["logical_xor"]
+fmod = BINARY["fmod"]
+mod = BINARY["mod"]
+copy = UNARY["copy"]
+exp = UNARY["exp"]
+log = UNARY["log"]
+sqrt = UNARY["sqrt"]
+rsqrt = UNARY["rsqrt"]
+reciprocal = UNARY["reciprocal"]
+tanh = UNARY["tanh"]
+sigmoid = UNARY["sigmoid"]
+relu = UNARY["relu"]
+gelu = UNARY["gelu"]
+gelu_apprx_tanh = UNARY["gelu_apprx_tanh"]
+gelu_apprx_sigmoid = UNARY["gelu_apprx_sigmoid"]
+gelu_dx = UNARY["gelu_dx"]
+silu = UNARY["silu"]
+silu_dx = UNARY["silu_dx"]
+softplus = UNARY["softplus"]
+mish = UNARY["mish"]
+erf = UNARY["erf"]
+erf_dx = UNARY["erf_dx"]
+sin = UNARY["sin"]
+cos = UNARY["cos"]
+tan = UNARY["tan"]
+arctan = UNARY["arctan"]
+square = UNARY["square"]
+abs = UNARY["abs"]
+negative = UNARY["negative"]
+sign = UNARY["sign"]
+ceil = UNARY["ceil"]
+floor = UNARY["floor"]
+trunc = UNARY["trunc"]
 
-
-globals().update(_export())
 
 __all__ = [
     "bool_", "int8", "int16", "int32", "uint8", "uint16", "uint32", "float16", "float32", "bfloat16",

@@ -157,13 +157,13 @@ class NkiTensor:
 
     def region(self) -> tuple[int, int]:
         """``[lo, hi)`` element range of the storage this view touches (for dependency tracking)."""
-        base = self.storage.data.storage_offset()
-        lo = self.data.storage_offset() - base
+        base = int(self.storage.data.storage_offset())
+        lo = int(self.data.storage_offset()) - base
         if self.data.numel() == 0:
             return lo, lo
         hi = lo + 1
         for s, st in zip(self.data.shape, self.data.stride()):
-            hi += (s - 1) * st
+            hi += (int(s) - 1) * int(st)
         return lo, hi
 
     def __repr__(self) -> str:
