@@ -94,3 +94,20 @@ def test_kernel_call_survives_the_disk_cache(fresh_compiler, tmp_path):
     torch.testing.assert_close(first.cpu(), want, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(second.cpu(), want, rtol=1e-5, atol=1e-5)
     assert compile_log.snapshot()[-1]["cache_result"] == "disk hit"
+
+
+def test_mutating_kernel_writes_its_argument_in_place(fresh_device):
+    import trn_notebook.nki as nki
+    import trn_notebook.nki.language as nl
+
+    @nki.jit
+    def scale_into(x, out):
+        nl.store(out, nl.multiply(nl.load(x), 3.0))
+
+    op = nki_op("nkitest::scale_into", mutates_args=("out",), outputs=0)(scale_into)
+    x = torch.randn(64, 32)
+    out = torch.zeros(64, 32).to("neuron")
+    assert op(x.to("neuron"), out) is None
+    torch.testing.assert_close(out.cpu(), 3 * x)
+    with pytest.raises(ValueError, match="not tensor parameters"):
+        nki_op("nkitest::bad", mutates_args=("nope",))(scale_into)
