@@ -30,10 +30,18 @@ def kernel_line() -> tuple[str, int, str] | None:
     return None
 
 
+def describe(filename: str, lineno: int) -> str:
+    """``cell [N] line L`` for a notebook cell (IPython's compiled-cell names), else ``file.py:L``."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None and hasattr(ipython, "get_ipython") else None
+    count = getattr(getattr(shell, "compile", None), "_filename_map", {}).get(filename) if shell is not None else None
+    return f"cell [{count}] line {lineno}" if count is not None else f"{os.path.basename(filename)}:{lineno}"
+
+
 def where() -> str:
     """``file:line`` of the kernel line being executed (``"<unknown>"`` outside a kernel)."""
     loc = kernel_line()
-    return "<unknown>" if loc is None else f"{os.path.basename(loc[0])}:{loc[1]}"
+    return "<unknown>" if loc is None else describe(loc[0], loc[1])
 
 
 def fail(message: str, cls: type[NkiError] = NkiError) -> NkiError:
@@ -41,5 +49,5 @@ def fail(message: str, cls: type[NkiError] = NkiError) -> NkiError:
     loc = kernel_line()
     if loc is not None:
         filename, lineno, text = loc
-        message = f"{message}\n  at {os.path.basename(filename)}:{lineno}: {text}"
+        message = f"{message}\n  at {describe(filename, lineno)}: {text}"
     return cls(message)

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import enum
-import os
 from typing import Any
 
 import torch
 
-from .errors import fail, kernel_line
+from .errors import describe, fail, kernel_line
 from .simulator import SimContext
 from .tensor import NkiTensor, psum, sbuf
 
@@ -39,7 +38,7 @@ _LANES = {engine.tensor: "TensorE", engine.vector: "VectorE", engine.scalar: "Sc
 
 def _line() -> str:
     loc = kernel_line()
-    return "" if loc is None else f"{os.path.basename(loc[0])}:{loc[1]}"
+    return "" if loc is None else describe(loc[0], loc[1])
 
 
 def _tensor(x: Any, what: str, instr: str) -> NkiTensor:

@@ -12,7 +12,6 @@ large to compute can be modeled with every rule still enforced.
 from __future__ import annotations
 
 import math
-import os
 import threading
 import weakref
 from dataclasses import dataclass
@@ -20,7 +19,7 @@ from dataclasses import dataclass
 import torch
 
 from .costmodel import CoreSpec, Scheduler
-from .errors import NkiCapacityError, NkiError, fail, kernel_line
+from .errors import NkiCapacityError, NkiError, describe, fail, kernel_line
 from .tensor import ON_CHIP, SUPPORTED_DTYPES, MemoryRegion, NkiTensor, Storage, psum, sbuf, sentinel
 
 PMAX = 128
@@ -61,7 +60,7 @@ def current() -> SimContext:
 
 def _line() -> str:
     loc = kernel_line()
-    return "" if loc is None else f"{os.path.basename(loc[0])}:{loc[1]}"
+    return "" if loc is None else describe(loc[0], loc[1])
 
 
 class SimContext:
