@@ -88,6 +88,7 @@ _build()
 # Custom tile kernels (trn_notebook.nki.nki_op): an IR-only op, not an ATen record; lowering emits it for
 # any custom op whose OpOverload carries a kernel entry (see kernel_call.py). A kernel of its own.
 OPS["kernel_call"] = OpDef("kernel_call", "library", kernel_call)
+IR_ONLY = frozenset({"kernel_call"})  # IR ops no ATen record defines
 
 RANDOM_OPS = frozenset({"rand_like", "randn_like", "bernoulli", "native_dropout", "empty", "empty_strided"})
 
