@@ -33,6 +33,10 @@ _COMPILER_NAMES = frozenset({"BucketPolicy", "bucketed", "compile", "explain", "
 
 
 def __getattr__(name: str) -> object:
+    if name == "nki_op":  # custom tile kernels as torch custom ops (trn_notebook.nki, loaded on first use)
+        from .nki import nki_op
+
+        return nki_op
     if name in _COMPILER_NAMES:
         from . import compiler
 
@@ -96,6 +100,7 @@ __all__ = [
     "get_executed_ops",
     "get_fallback_ops",
     "memory_timeline",
+    "nki_op",
     "op_table",
     "phase",
     "placement_summary",

@@ -19,6 +19,7 @@ import torch.fx
 
 from ..device.placement import placement_log
 from .ir import DTYPE_NAMES, DType, Graph, IRError, Node, Ref, TensorType
+from .kernel_call import entry_for
 from .ops import LOWERINGS
 
 _FRAME_RE = re.compile(r'File "([^"]+)", line (\d+)')
@@ -99,12 +100,16 @@ class _Lowerer:
             self.env[node] = self.env[src][idx]
             return None
         op = LOWERINGS.get(target)
+        kernel = entry_for(target) if op is None else None
+        prefix: tuple[Any, ...] = ()
+        if kernel is not None:  # a registered custom tile kernel: kernel_call('ns::name@version', args...)
+            op, prefix = "kernel_call", (kernel.ref,)
         if op is None:
             raise LoweringError(
                 f"the neuron compiler has no lowering for {target} (user code: {user_source(node) or 'unknown'}); "
                 "run this part eagerly (torch.compiler.disable) or set options={'fallback_execution': True}"
             )
-        args = tuple(self.const(a, node) for a in node.args)
+        args = prefix + tuple(self.const(a, node) for a in node.args)
         kwargs = []
         for k, v in node.kwargs.items():
             if k in _DROP_KWARGS:

@@ -22,6 +22,7 @@ import torch
 from ..device.policy import registry
 from ..device.registry import IR_KINDS
 from .decompositions import DECOMPOSITIONS
+from .kernel_call import kernel_call
 
 KINDS = IR_KINDS
 
@@ -84,6 +85,10 @@ def _build() -> None:
 
 
 _build()
+# Custom tile kernels (trn_notebook.nki.nki_op): an IR-only op, not an ATen record; lowering emits it for
+# any custom op whose OpOverload carries a kernel entry (see kernel_call.py). A kernel of its own.
+OPS["kernel_call"] = OpDef("kernel_call", "library", kernel_call)
+IR_ONLY = frozenset({"kernel_call"})  # IR ops no ATen record defines
 
 RANDOM_OPS = frozenset({"rand_like", "randn_like", "bernoulli", "native_dropout", "empty", "empty_strided"})
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from ..device import costmodel
 from ..device.runtime import get_chip
 from .ir import DTYPES, Graph, Node, TensorType
+from .kernel_call import node_seconds
 from .ops import OPS, engine_of
 
 
@@ -128,7 +129,10 @@ def build_schedule(g: Graph) -> Schedule:
                 dtype = n.types[0].dtype
             eager += _eager_node_s(n, types, base, chip, consts)
         nbytes_in = sum(read.values())
-        if engine == "none":
+        if any(n.op == "kernel_call" for n in members):  # a custom tile kernel: its own modeled time
+            engine = "NKI"
+            device_s = consts.kernel_in_graph_s + sum(node_seconds(n, types) for n in members if n.op == "kernel_call")
+        elif engine == "none":
             device_s = 0.0
         else:
             roof = costmodel.roofline_seconds(chip, flops, nbytes_in + written, DTYPES[dtype])
@@ -143,6 +147,8 @@ def build_schedule(g: Graph) -> Schedule:
 def _eager_node_s(n: Node, types: dict[str, TensorType | None], base: dict[str, str], chip, consts) -> float:
     if OPS[n.op].kind == "view":
         return 0.0
+    if n.op == "kernel_call":
+        return consts.eager_launch_s + node_seconds(n, types)
     nbytes = sum(t.nbytes for t in n.types if t is not None)
     for r in n.refs():
         t = types.get(base.get(r, r))

@@ -1,0 +1,218 @@
+"""``nki_op``: a kernel as a ``torch.library.custom_op`` that runs on ``neuron`` tensors and compiles.
+
+``@trn_notebook.nki_op("mylib::rmsnorm", mutates_args=())`` (TorchNeuron's signature) wraps a
+``@nki.jit`` kernel: the op's implementation simulates the kernel on the tensors' host bytes,
+returns ``neuron`` tensors, and charges its modeled time (plus one eager launch) to the device clock
+and to the placement log under the category ``custom_kernel``. The fake implementation takes output
+shapes from a shape-only run of the kernel, so ``torch.compile(fullgraph=True, backend="neuron")``
+traces it; the neuron compiler lowers it to one ``kernel_call`` node (see ``compiler/kernel_call.py``).
+Autograd is passed through: give ``backward=`` (and ``setup_context=``) or call
+``op.register_autograd`` later, exactly as with ``torch.library``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ..device import costmodel as device_costmodel
+from ..device.clocks import clocks
+from ..device.placement import placement_log
+from ..device.runtime import host_view, wrap
+from .jit import Kernel, simulate
+
+CATEGORY = "custom_kernel"
+_TYPES = {bool: "bool", int: "int", float: "float", str: "str"}
+
+
+def _schema(fn: Callable[..., Any], mutates: tuple[str, ...], outputs: int) -> str:
+    """``(Tensor a, Tensor(a0!) b, float eps=1e-06) -> Tensor`` from the kernel's signature."""
+    params = []
+    for i, p in enumerate(inspect.signature(fn).parameters.values()):
+        if p.default is inspect.Parameter.empty:
+            alias = f"(a{i}!)" if p.name in mutates else ""
+            params.append(f"Tensor{alias} {p.name}")
+        else:
+            kind = _TYPES.get(type(p.default))
+            if kind is None:
+                raise TypeError(
+                    f"nki_op: parameter {p.name!r} has a default of type {type(p.default).__name__}; use int/float/bool/str"
+                )
+            params.append(f"{kind} {p.name}={p.default!r}")
+    unknown = set(mutates) - {p.split()[-1] for p in params if p.startswith("Tensor")}
+    if unknown:
+        raise ValueError(f"nki_op: mutates_args names {sorted(unknown)} that are not tensor parameters of the kernel")
+    ret = "()" if outputs == 0 else "Tensor" if outputs == 1 else "(" + ", ".join(["Tensor"] * outputs) + ")"
+    return f"({', '.join(params)}) -> {ret}"
+
+
+def _version(fn: Callable[..., Any]) -> str:
+    code = fn.__code__
+    h = hashlib.sha256(code.co_code + repr(code.co_consts).encode() + repr(code.co_names).encode())
+    return h.hexdigest()[:12]
+
+
+def nki_op(
+    name: str,
+    *,
+    mutates_args: tuple[str, ...] | list[str] | str = (),
+    outputs: int = 1,
+    backward: Callable[..., Any] | None = None,
+    setup_context: Callable[..., Any] | None = None,
+    reference: Callable[..., Any] | None = None,
+) -> Callable[[Any], Any]:
+    """Decorator: register kernel ``fn`` as custom op ``name`` (``"ns::op"``); returns the op.
+
+    Gradients: ``backward``/``setup_context`` go to ``register_autograd`` unchanged; or give
+    ``reference`` (a PyTorch function computing the same thing) and the backward is the vector-Jacobian
+    product of the reference, so a model using the kernel trains.
+
+    Raises ``ValueError``/``TypeError`` for a malformed name or signature (from ``torch.library``).
+    """
+    mutates = (mutates_args,) if isinstance(mutates_args, str) else tuple(mutates_args)
+
+    def decorate(kernel: Any) -> Any:
+        from .standdown import real_nki
+
+        k: Kernel = simulate(kernel)
+        schema = _schema(k.fn, mutates, outputs)
+        version = _version(k.fn)
+        if real_nki() is not None:  # the real NKI and torch_neuronx own kernels: register the plain call
+            op = torch.library.custom_op(name, lambda *a: kernel(*a), mutates_args=mutates, schema=schema)
+            return op
+
+        def run(*args: Any) -> Any:
+            from torch._subclasses.fake_tensor import FakeTensor
+
+            if any(isinstance(a, FakeTensor) for a in args):  # shape propagation (e.g. the cache's check)
+                return _fake(*args)
+            out = k(*args)
+            return _clone_aliases(out, args)
+
+        def impl(*args: Any) -> Any:
+            if not any(isinstance(a, torch.Tensor) and a.device.type == "neuron" for a in args):
+                return run(*args)
+            t0 = time.perf_counter()
+            hosts = [host_view(a) if isinstance(a, torch.Tensor) and a.device.type == "neuron" else a for a in args]
+            result = k.run(*hosts)
+            outs = _clone_aliases(result.outputs, hosts)
+            outs = (
+                tuple(wrap(o) for o in outs) if isinstance(outs, tuple) else (wrap(outs) if outs is not None else None)
+            )
+            wall = time.perf_counter() - t0
+            consts = device_costmodel.get_cost_constants()
+            device_s = consts.eager_launch_s + result.report.modeled_s
+            clocks.launch(name, device_s, consts.eager_host_dispatch_s, wall, kind="op")
+            placement_log.record(name, CATEGORY, wall, device_s)
+            return outs
+
+        op = torch.library.custom_op(name, impl, mutates_args=mutates, schema=schema)
+        specs: dict[Any, Any] = {}
+
+        def output_specs(args: tuple[Any, ...]) -> Any:
+            key = tuple((tuple(a.shape), a.dtype) if isinstance(a, torch.Tensor) else a for a in args)
+            if key not in specs:
+                from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+                with unset_fake_temporarily():
+                    metas = [
+                        torch.empty(s, dtype=d, device="meta") if isinstance(a, torch.Tensor) else a
+                        for a, (s, d) in _pairs(args, key)
+                    ]
+                    run_ = k.run(*metas, meta=True)
+                outs = run_.outputs
+                specs[key] = (
+                    None
+                    if outs is None
+                    else tuple((tuple(o.shape), o.dtype) for o in (outs if isinstance(outs, tuple) else (outs,))),
+                    run_.report.modeled_s,
+                )
+            return specs[key]
+
+        @op.register_fake
+        def _fake(*args: Any) -> Any:
+            shapes, _ = output_specs(args)
+            if shapes is None:
+                return None
+            device = next(a.device for a in args if isinstance(a, torch.Tensor))
+            outs = tuple(torch.empty(s, dtype=d, device=device) for s, d in shapes)
+            return outs[0] if outputs == 1 else outs
+
+        if backward is not None:
+            op.register_autograd(backward, setup_context=setup_context)
+        elif reference is not None:
+            bw, sc = _reference_autograd(reference)
+            op.register_autograd(bw, setup_context=sc)
+        setattr(op._opoverload, "trn_kernel_call", KernelEntry(name, version, run, output_specs))  # noqa: B010
+        op.kernel = k  # type: ignore[attr-defined]
+        return op
+
+    return decorate
+
+
+def _reference_autograd(reference: Callable[..., Any]) -> tuple[Callable[..., Any], Callable[..., Any]]:
+    """``(backward, setup_context)`` computing gradients through ``reference`` (a PyTorch function)."""
+
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+        ctx.save_for_backward(*(a for a in inputs if isinstance(a, torch.Tensor)))
+        ctx.layout = [isinstance(a, torch.Tensor) for a in inputs]
+        ctx.consts = [a for a in inputs if not isinstance(a, torch.Tensor)]
+
+    def backward(ctx: Any, *grads: Any) -> tuple[Any, ...]:
+        tensors = iter(t.detach().requires_grad_(t.is_floating_point()) for t in ctx.saved_tensors)
+        consts = iter(ctx.consts)
+        args = [next(tensors) if is_t else next(consts) for is_t in ctx.layout]
+        with torch.enable_grad():
+            out = reference(*args)
+        outs = out if isinstance(out, tuple) else (out,)
+        wrt = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
+        got = iter(torch.autograd.grad(outs, wrt, grads, allow_unused=True))
+        return tuple(next(got) if isinstance(a, torch.Tensor) and a.requires_grad else None for a in args)
+
+    return backward, setup_context
+
+
+def _pairs(args: tuple[Any, ...], key: tuple[Any, ...]) -> list[tuple[Any, Any]]:
+    return [(a, kk if isinstance(a, torch.Tensor) else (None, None)) for a, kk in zip(args, key)]
+
+
+def _clone_aliases(out: Any, args: Any) -> Any:
+    """custom_op outputs may not alias inputs: clone an output that is an (unmutated) input."""
+    ids = {id(a) for a in args if isinstance(a, torch.Tensor)}
+    if isinstance(out, tuple):
+        return tuple(o.clone() if id(o) in ids else o for o in out)
+    return out.clone() if isinstance(out, torch.Tensor) and id(out) in ids else out
+
+
+@dataclass(frozen=True)
+class KernelEntry:
+    """Attached to the op's OpOverload: how the neuron compiler runs and costs ``kernel_call`` nodes."""
+
+    name: str
+    version: str
+    runner: Callable[..., Any]
+    specs: Callable[[tuple[Any, ...]], Any]
+
+    @property
+    def ref(self) -> str:
+        return f"{self.name}@{self.version}"
+
+    def run(self, *args: Any) -> Any:
+        return self.runner(*args)
+
+    def seconds(self, types: tuple[Any, ...], consts: tuple[Any, ...]) -> float:
+        """Modeled kernel time for arguments of these IR types (tensors) and constants (the rest)."""
+        from ..compiler.ir import DTYPES
+
+        args: list[Any] = []
+        it = iter(consts)
+        for t in types:
+            args.append(torch.empty(t.shape, dtype=DTYPES[t.dtype], device="meta") if t is not None else next(it, None))
+        args.extend(it)
+        return self.specs(tuple(args))[1]
