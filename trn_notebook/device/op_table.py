@@ -6,6 +6,8 @@ section, records are sorted by name (leading underscores ignored).
 
 from __future__ import annotations
 
+from typing import Final
+
 from .registry import (
     NO_KERNEL,
     conv_backward_flops,
@@ -16,8 +18,11 @@ from .registry import (
     sdpa_flops,
 )
 
-NATIVE, FALLBACK, HOST = "native", "cpu_fallback", "host_only"
-LOWER, FP32 = "lower", "float32"  # autocast classes
+NATIVE: Final = "native"
+FALLBACK: Final = "cpu_fallback"
+HOST: Final = "host_only"
+LOWER: Final = "lower"  # autocast classes
+FP32: Final = "float32"
 VIEW, POINTWISE, REDUCTION, MATMUL_K, LIBRARY, COPY, FACTORY = (
     "view", "pointwise", "reduction", "matmul", "library", "copy", "factory",
 )  # fmt: skip
