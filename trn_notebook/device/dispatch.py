@@ -229,7 +229,7 @@ def run_op(op: torch._ops.OpOverload, *args: Any, **kwargs: Any) -> Any:
 
 # Ops whose device kernels (CUDA, Neuron) accept integer inputs although the CPU kernel does not:
 # computed in float32 on the host and cast back (exact for counts below 2**24), as CUDA returns them.
-UPCAST_INTEGER_INPUTS = frozenset({"histc"})
+UPCAST_INTEGER_INPUTS = frozenset(r.name for r in policy.records() if r.upcast_int)  # from the op registry
 
 
 def _missing_cpu_dtype(
