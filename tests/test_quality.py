@@ -44,3 +44,20 @@ def test_shipped_front_end_code_has_no_cdn_urls():
         text = path.read_text(encoding="utf-8", errors="replace")
         for host in ("cdn.", "esm.sh", "unpkg.com", "jsdelivr"):
             assert host not in text, f"{path} loads code from {host}"
+
+
+def test_mypy_passes_with_the_project_config(tmp_path: Path):
+    """``[tool.mypy]`` in pyproject: moderate for the package, strict on the registry and state modules."""
+    pytest.importorskip("mypy", reason="mypy is not installed (pip install -e .[dev])")
+    run = subprocess.run(
+        [sys.executable, "-m", "mypy", "--cache-dir", str(tmp_path / "mypy-cache")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+
+
+def test_package_ships_py_typed():
+    assert (PACKAGE / "py.typed").is_file()

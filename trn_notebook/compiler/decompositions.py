@@ -51,7 +51,7 @@ def rule(*names: str) -> Callable[[Rule], Rule]:
 @rule("alias")
 def _alias(s: Site) -> list[Node] | str:
     """alias(x) = x  (functional graph: aliasing is not observable)."""
-    return s.x.name
+    return str(s.x.name)
 
 
 @rule("view", "squeeze", "unsqueeze")
@@ -64,7 +64,7 @@ def _view(s: Site) -> list[Node] | str:
 def _t(s: Site) -> list[Node] | str:
     """t(x) = permute(x, [1, 0]); t of a vector is itself."""
     if len(s.out.shape) < 2:
-        return s.x.name
+        return str(s.x.name)
     return [s.node.with_(op="permute", args=(s.x, [1, 0]))]
 
 

@@ -56,7 +56,7 @@ def reorder(g: Graph) -> Graph:
 
 
 # library kernels that reduce along a dimension: a pointwise chain may fuse into them like into a reduction
-_REDUCING_LIBRARY = frozenset({"layer_norm", "group_norm", "batch_norm", "batch_norm_no_training"})
+_REDUCING_LIBRARY = frozenset(name for name, d in OPS.items() if d.reduces)  # from the op registry
 
 
 def fuse(g: Graph) -> Graph:

@@ -37,6 +37,9 @@ class OpDef:
     core: bool = True  # False: rewritten by a rule of the decomposition table
     transcendental: bool = False  # runs on the ScalarE (activation) engine
     flops: Callable[[Any, int], float] | None = None  # the record's cost function (shapes, out elements)
+    random: bool = False  # random or uninitialised output: never merged by CSE
+    reduces: bool = False  # a library kernel that reduces (a pointwise chain may fuse into it)
+    i64_index: bool = False  # keeps 64-bit index inputs through dtype legalisation
 
 
 OPS: dict[str, OpDef] = {}
@@ -59,7 +62,7 @@ def _tensor_overloads(packet: Any) -> list[Any]:
 
 def _build() -> None:
     """Fill :data:`OPS` and :data:`LOWERINGS` from the op registry's records (``lower``, ``kind``)."""
-    defined: dict[str, tuple[str, bool, Callable[..., Any] | None]] = {}
+    defined: dict[str, Any] = {}
     impls: dict[str, Any] = {}
     for record in registry.records():
         if not record.lower:
@@ -76,9 +79,12 @@ def _build() -> None:
                 if record.kind is not None:
                     impls.setdefault(ir_name, ov)
             if record.kind is not None:
-                defined[ir_name] = (record.kind, record.transcendental, record.flops)
-    for ir_name, (kind, trans, flops) in defined.items():
-        OPS[ir_name] = OpDef(ir_name, kind, impls[ir_name], ir_name not in DECOMPOSITIONS, trans, flops)
+                defined[ir_name] = record
+    for ir_name, r in defined.items():
+        core = ir_name not in DECOMPOSITIONS
+        OPS[ir_name] = OpDef(
+            ir_name, r.kind, impls[ir_name], core, r.transcendental, r.flops, r.random, r.reduces, r.i64_index
+        )
     missing = sorted(set(LOWERINGS.values()) - set(OPS))
     if missing:
         raise AssertionError(f"IR ops lowered to but defined by no record (set kind=...): {missing}")
@@ -90,7 +96,7 @@ _build()
 OPS["kernel_call"] = OpDef("kernel_call", "library", kernel_call)
 IR_ONLY = frozenset({"kernel_call"})  # IR ops no ATen record defines
 
-RANDOM_OPS = frozenset({"rand_like", "randn_like", "bernoulli", "native_dropout", "empty", "empty_strided"})
+RANDOM_OPS = frozenset(name for name, d in OPS.items() if d.random)
 
 
 def get(name: str) -> OpDef:

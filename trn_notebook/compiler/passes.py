@@ -13,7 +13,7 @@ from typing import Any
 from .decompositions import DECOMPOSITIONS, Site
 from .fusion import fuse, plan_memory, reorder
 from .ir import DType, Graph, Node, Ref, TensorType, map_refs
-from .ops import RANDOM_OPS
+from .ops import OPS, RANDOM_OPS
 from .text import format_value
 
 Pass = Callable[[Graph], Graph]
@@ -117,8 +117,7 @@ def cse(g: Graph) -> Graph:
 
 # -- legalisation --------------------------------------------------------------------------------
 _DOWNCAST = {"f64": "f32", "i64": "i32", "c128": "c64"}
-_NEEDS_I64 = frozenset({"gather", "scatter_add", "nll_loss", "nll_loss_backward", "index", "index_put",
-                        "max_pool2d_backward", "embedding_backward", "index_select"})  # fmt: skip
+_NEEDS_I64 = frozenset(name for name, d in OPS.items() if d.i64_index)  # from the op registry
 
 
 def _narrow(t: TensorType | None) -> TensorType | None:

@@ -72,8 +72,7 @@ def node_flops(n: Node, types: dict[str, TensorType | None]) -> float:
     default by kind (pointwise/reductions one op per element, four if transcendental)."""
     op = OPS[n.op]
     outs = sum(t.numel for t in n.types if t is not None)
-    arg_types = [types.get(r) for r in n.refs()]
-    arg_types = [t for t in arg_types if t is not None]
+    arg_types = [t for t in (types.get(r) for r in n.refs()) if t is not None]
     if op.kind == "view":
         return 0.0
     if op.flops is not None:  # the op record's cost function, shared with the eager cost model

@@ -100,7 +100,8 @@ class ClockSnapshot(Mapping[str, float]):
     def __getitem__(self, key: str) -> float:
         if key not in _CLOCK_KEYS:
             raise KeyError(key)
-        return getattr(self, key)
+        value: float = getattr(self, key)  # counts stay ints
+        return value
 
     def __iter__(self) -> Iterator[str]:
         return iter(_CLOCK_KEYS)

@@ -52,7 +52,7 @@ class _OpInfo:
         name = schema.name.split("::", 1)[-1]
         self.name = name
         rule = policy.rule(name, op)
-        self.category = rule.category
+        self.category: str = rule.category or "cpu_fallback"  # the registry always fills it in
         self.reason = rule.reason
         self.dtypes = rule.dtypes  # "can run here": other dtypes fall back
         self.flops = rule.flops
@@ -115,7 +115,7 @@ def run_op(op: torch._ops.OpOverload, *args: Any, **kwargs: Any) -> Any:
     t0 = _perf()
     cfg = _config._current
     allow64 = cfg.allow_float64 or flags.formatting
-    pairs: list[tuple[_Tensor, _Tensor]] = []
+    pairs: list[tuple[torch.Tensor, torch.Tensor]] = []
     in_bytes = 0
     dtype = None
     foreign = False
@@ -229,7 +229,7 @@ def run_op(op: torch._ops.OpOverload, *args: Any, **kwargs: Any) -> Any:
 
 # Ops whose device kernels (CUDA, Neuron) accept integer inputs although the CPU kernel does not:
 # computed in float32 on the host and cast back (exact for counts below 2**24), as CUDA returns them.
-UPCAST_INTEGER_INPUTS = frozenset({"histc"})
+UPCAST_INTEGER_INPUTS = frozenset(r.name for r in policy.records() if r.upcast_int)  # from the op registry
 
 
 def _missing_cpu_dtype(
@@ -276,7 +276,7 @@ def _numbers_as_tensors(info: _OpInfo, hargs: list[Any]) -> list[Any]:
     return fixed
 
 
-def _to_device(out: Any, pairs: list[tuple[_Tensor, _Tensor]]) -> Any:
+def _to_device(out: Any, pairs: list[tuple[torch.Tensor, torch.Tensor]]) -> Any:
     if isinstance(out, _Tensor):
         for h, n in pairs:
             if out is h:
@@ -290,7 +290,7 @@ def _to_device(out: Any, pairs: list[tuple[_Tensor, _Tensor]]) -> Any:
     return out
 
 
-def _check_representable(out: _Tensor) -> None:
+def _check_representable(out: torch.Tensor) -> None:
     """Raise ``NotImplementedError`` with the fix for a host result the device cannot hold (quantized, MKL-DNN)."""
     if out.is_quantized:
         raise NotImplementedError(
@@ -304,7 +304,7 @@ def _check_representable(out: _Tensor) -> None:
         )
 
 
-def _out_tensors(result: Any) -> list[_Tensor]:
+def _out_tensors(result: Any) -> list[torch.Tensor]:
     if isinstance(result, _Tensor):
         return [result]
     if isinstance(result, tuple | list):
@@ -316,7 +316,7 @@ def _account(
     info: _OpInfo,
     category: str,
     result: Any,
-    pairs: list[tuple[_Tensor, _Tensor]],
+    pairs: list[tuple[torch.Tensor, torch.Tensor]],
     in_bytes: int,
     dtype: torch.dtype | None,
     cpu_s: float,

@@ -16,9 +16,10 @@ from typing import Any
 import torch
 
 from .placement import placement_log
+from .policy import registry
 
 # renorm's backward accumulates in float64 on any device but CUDA, so it joins the list.
-HOST_COMPOSITES = ("linalg_pinv", "linalg_matrix_rank", "pinverse", "renorm")
+HOST_COMPOSITES = tuple(r.name for r in registry.records() if r.host_composite)  # from the op registry
 
 
 def _move(value: Any, to_host: bool) -> Any:

@@ -6,6 +6,8 @@ section, records are sorted by name (leading underscores ignored).
 
 from __future__ import annotations
 
+from typing import Final
+
 from .registry import (
     NO_KERNEL,
     conv_backward_flops,
@@ -16,8 +18,11 @@ from .registry import (
     sdpa_flops,
 )
 
-NATIVE, FALLBACK, HOST = "native", "cpu_fallback", "host_only"
-LOWER, FP32 = "lower", "float32"  # autocast classes
+NATIVE: Final = "native"
+FALLBACK: Final = "cpu_fallback"
+HOST: Final = "host_only"
+LOWER: Final = "lower"  # autocast classes
+FP32: Final = "float32"
 VIEW, POINTWISE, REDUCTION, MATMUL_K, LIBRARY, COPY, FACTORY = (
     "view", "pointwise", "reduction", "matmul", "library", "copy", "factory",
 )  # fmt: skip
@@ -110,9 +115,9 @@ RECORDS = (
     op("dot", NATIVE),
     op("elu_backward", NATIVE, ir="elu_backward", kind=POINTWISE),
     op("embedding", NATIVE, direct=("default",), ir="embedding", kind=LIBRARY),
-    op("embedding_dense_backward", NATIVE, direct=("default",), ir="embedding_backward", kind=LIBRARY),
-    op("empty", NATIVE, ir="empty", over=("memory_format",), kind=FACTORY),
-    op("empty_strided", NATIVE, ir="empty_strided", kind=FACTORY),
+    op("embedding_dense_backward", NATIVE, direct=("default",), ir="embedding_backward", kind=LIBRARY, i64_index=True),
+    op("empty", NATIVE, ir="empty", over=("memory_format",), kind=FACTORY, random=True),
+    op("empty_strided", NATIVE, ir="empty_strided", kind=FACTORY, random=True),
     op("eye", NATIVE),
     op("fill", NATIVE),
     op("flip", NATIVE, ir="flip", kind=LIBRARY),
@@ -124,18 +129,18 @@ RECORDS = (
     op("_fused_rms_norm", NATIVE),
     op("_fused_rms_norm_backward", NATIVE),
     op("_fused_sgd", NATIVE),
-    op("gather", NATIVE, ir="gather", kind=LIBRARY),
+    op("gather", NATIVE, ir="gather", kind=LIBRARY, i64_index=True),
     op("gelu_backward", NATIVE, direct=("default",), ir="gelu_backward", kind=POINTWISE, trans=True),
     op("_grouped_mm", NATIVE),
     op("hardtanh_backward", NATIVE, ir="hardtanh_backward", kind=POINTWISE),
-    op("index", NATIVE, ir="index", over=("Tensor",), kind=LIBRARY),
+    op("index", NATIVE, ir="index", over=("Tensor",), kind=LIBRARY, i64_index=True),
     op("index_add", NATIVE),
     op("index_copy", NATIVE),
     op("index_fill", NATIVE),
-    op("index_put", NATIVE, ir="index_put", kind=LIBRARY),
+    op("index_put", NATIVE, ir="index_put", kind=LIBRARY, i64_index=True),
     op("index_put_", NATIVE),
     op("_index_put_impl_", NATIVE),
-    op("index_select", NATIVE, ir="index_select", kind=LIBRARY),
+    op("index_select", NATIVE, ir="index_select", kind=LIBRARY, i64_index=True),
     op("leaky_relu_backward", NATIVE, ir="leaky_relu_backward", kind=POINTWISE),
     op("linear", NATIVE, flops=MATMUL, autocast=LOWER),
     op("linspace", NATIVE),
@@ -148,7 +153,7 @@ RECORDS = (
     op("masked_scatter", NATIVE),
     op("matmul", NATIVE, flops=MATMUL, autocast=LOWER),
     op("max_pool2d_with_indices", NATIVE, ir="max_pool2d", kind=LIBRARY),
-    op("max_pool2d_with_indices_backward", NATIVE, ir="max_pool2d_backward", kind=LIBRARY),
+    op("max_pool2d_with_indices_backward", NATIVE, ir="max_pool2d_backward", kind=LIBRARY, i64_index=True),
     op("mm", NATIVE, flops=MATMUL, autocast=LOWER, direct=("default",), ir="mm", kind=MATMUL_K),
     op("mse_loss", NATIVE, autocast=FP32, ir="mse_loss", kind=LIBRARY),
     op("mse_loss_backward", NATIVE, ir="mse_loss_backward", kind=LIBRARY),
@@ -156,16 +161,16 @@ RECORDS = (
     op("native_batch_norm", NATIVE),
     op("native_batch_norm_backward", NATIVE, ir="batch_norm_backward", kind=LIBRARY),
     op("_native_batch_norm_legit", NATIVE),
-    op("_native_batch_norm_legit_functional", NATIVE, ir="batch_norm", kind=LIBRARY),
-    op("_native_batch_norm_legit_no_training", NATIVE, ir="batch_norm_no_training", kind=LIBRARY),
-    op("native_group_norm", NATIVE, direct=("default",), ir="group_norm", kind=LIBRARY),
+    op("_native_batch_norm_legit_functional", NATIVE, ir="batch_norm", kind=LIBRARY, reduces=True),
+    op("_native_batch_norm_legit_no_training", NATIVE, ir="batch_norm_no_training", kind=LIBRARY, reduces=True),
+    op("native_group_norm", NATIVE, direct=("default",), ir="group_norm", kind=LIBRARY, reduces=True),
     op("native_group_norm_backward", NATIVE, direct=("default",), ir="group_norm_backward", kind=LIBRARY),
-    op("native_layer_norm", NATIVE, direct=("default",), ir="layer_norm", kind=LIBRARY),
+    op("native_layer_norm", NATIVE, direct=("default",), ir="layer_norm", kind=LIBRARY, reduces=True),
     op("native_layer_norm_backward", NATIVE, direct=("default",), ir="layer_norm_backward", kind=LIBRARY),
     op("nll_loss2d_backward", NATIVE),
     op("nll_loss2d_forward", NATIVE),
-    op("nll_loss_backward", NATIVE, direct=("default",), ir="nll_loss_backward", kind=LIBRARY),
-    op("nll_loss_forward", NATIVE, direct=("default",), ir="nll_loss", kind=LIBRARY),
+    op("nll_loss_backward", NATIVE, direct=("default",), ir="nll_loss_backward", kind=LIBRARY, i64_index=True),
+    op("nll_loss_forward", NATIVE, direct=("default",), ir="nll_loss", kind=LIBRARY, i64_index=True),
     op("one_hot", NATIVE),
     op("ones", NATIVE, ir="ones", kind=FACTORY),
     op("outer", NATIVE),
@@ -191,7 +196,7 @@ RECORDS = (
         kind=MATMUL_K,
     ),
     op("scatter", NATIVE),
-    op("scatter_add", NATIVE, ir="scatter_add", kind=LIBRARY),
+    op("scatter_add", NATIVE, ir="scatter_add", kind=LIBRARY, i64_index=True),
     op("scatter_reduce", NATIVE),
     op("sigmoid_backward", NATIVE, ir="sigmoid_backward", kind=POINTWISE),
     op("silu_backward", NATIVE, direct=("default",), ir="silu_backward", kind=POINTWISE, trans=True),
@@ -212,7 +217,7 @@ RECORDS = (
     op("zero", NATIVE),
     op("zeros", NATIVE, ir="zeros", kind=FACTORY),
     # -- documented fallbacks (torchneuron.md, Eager execution) and data-dependent shapes ------------
-    op("bernoulli", FALLBACK, RNG, ir="bernoulli", over=("p",), kind=FACTORY),
+    op("bernoulli", FALLBACK, RNG, ir="bernoulli", over=("p",), kind=FACTORY, random=True),
     op("bincount", FALLBACK, DYNAMIC),
     op("binomial", FALLBACK, RNG),
     op("cauchy", FALLBACK, RNG),
@@ -226,7 +231,7 @@ RECORDS = (
     op("_fft_r2c", FALLBACK, FFT),
     op("geometric", FALLBACK, RNG),
     op("geqrf", FALLBACK, LINALG),
-    op("histc", FALLBACK, DYNAMIC),
+    op("histc", FALLBACK, DYNAMIC, upcast_int=True),
     op("histogram", FALLBACK, DYNAMIC),
     op("kthvalue", FALLBACK, NO_KERNEL),
     op("linalg_cholesky_ex", FALLBACK, LINALG),
@@ -252,7 +257,7 @@ RECORDS = (
     op("mode", FALLBACK, NO_KERNEL, direct=("values",)),
     op("multinomial", FALLBACK, RNG),
     op("nanmedian", FALLBACK, NO_KERNEL),
-    op("native_dropout", FALLBACK, RNG, ir="native_dropout", kind=LIBRARY),
+    op("native_dropout", FALLBACK, RNG, ir="native_dropout", kind=LIBRARY, random=True),
     op("nonzero", FALLBACK, DYNAMIC),
     op("nonzero_static", FALLBACK, DYNAMIC),
     op("normal", FALLBACK, RNG),
@@ -378,8 +383,12 @@ RECORDS = (
     ),
     op("prelu", autocast=LOWER),
     op("prod", autocast=FP32, ir="prod", over="*", kind=REDUCTION),
-    op("rand_like", ir="rand_like", kind=FACTORY),
-    op("randn_like", ir="randn_like", kind=FACTORY),
+    op("linalg_pinv", host_composite=True),
+    op("linalg_matrix_rank", host_composite=True),
+    op("pinverse", host_composite=True),
+    op("renorm", host_composite=True),
+    op("rand_like", ir="rand_like", kind=FACTORY, random=True),
+    op("randn_like", ir="randn_like", kind=FACTORY, random=True),
     op("reciprocal", ir="reciprocal", kind=POINTWISE),
     op("relu", direct=("default",), ir="relu", kind=POINTWISE),
     op("remainder", ir="remainder", over="*", kind=POINTWISE),

@@ -18,6 +18,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
+from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -241,7 +242,7 @@ class PlacementLog:
 
 def user_frame() -> tuple[str, int] | None:
     """``(filename, lineno)`` of the innermost frame that belongs to user code, or ``None``."""
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         filename = frame.f_code.co_filename
         if not filename.startswith(_SKIP_DIRS) and not filename.startswith("<frozen"):

@@ -18,7 +18,9 @@ One :class:`OpRecord` per ATen base op (``"mm"``, ``"add_"``, ``"_softmax"``) ho
   some composite kernels round differently from the CPU's) instead of the boxed fallback;
 * ``lower``/``kind``/``transcendental`` — the compiler IR op each overload lowers to, the IR op's
   kind (``view``, ``pointwise``, ``reduction``, ``matmul``, ``library``, ``copy``, ``factory``) and
-  whether it runs on the ScalarE. The compiler builds its op set from these (``compiler/ops.py``).
+  whether it runs on the ScalarE; ``random``/``reduces``/``i64_index`` tell the passes how to treat
+  it. The compiler builds its op set from these (``compiler/ops.py``);
+* ``host_composite``/``upcast_int`` — special eager handling (see the field comments).
 
 The records are in :mod:`.op_table`; adding an op is one ``op(...)`` line there (or one
 :meth:`OpRegistry.register` call at run time). :func:`set_op_category` overrides a category.
@@ -128,6 +130,11 @@ class OpRecord:
     lower: tuple[tuple[str, str], ...] = ()  # (overload or "*" for every tensor overload, IR op name)
     kind: str | None = None  # set on the record that defines the IR op(s) it lowers to
     transcendental: bool = False
+    random: bool = False  # IR op with random or uninitialised output: never merged by CSE
+    reduces: bool = False  # library IR op that reduces: a pointwise chain may fuse into it
+    i64_index: bool = False  # IR op whose index inputs stay 64-bit through dtype legalisation
+    host_composite: bool = False  # runs on the host as a whole, below autograd (its decomposition would not)
+    upcast_int: bool = False  # no CPU kernel for integer inputs: computed in float32 and cast back (as CUDA)
     ns: str = "aten"
 
     @property

@@ -169,7 +169,7 @@ def _record_key(record: dict[str, Any]) -> tuple[Any, ...]:
     return (record.get("graph_id"), record.get("kind"), record.get("timestamp"))
 
 
-def _compile_records() -> list[dict[str, Any]]:
+def _compile_records() -> list[Any]:  # list[CompileRecord]; read as mappings
     from ..compiler import compile_log
 
     return compile_log.snapshot()
