@@ -55,6 +55,11 @@ RULES: dict[str, str] = {
     "trn_notebook.tune": "pad inputs to fixed bucket lengths, then " + _COMPILE,
     "trn_notebook.suggest_policy": "pad inputs to fixed bucket lengths, then " + _COMPILE,
     "trn_notebook.compiler.": _COMPILE + "; cache: TORCH_NEURONX_NEFF_CACHE_DIR",
+    # The NKI simulator's cost model (kernels themselves run on hardware through the real nki / nki_op).
+    "trn_notebook.nki.estimate": "profile the kernel on the device (torch.profiler, or the Neuron profiler)",
+    "trn_notebook.nki.set_kernel_cost_constants": "none: real engines have no cost constants to set",
+    "trn_notebook.nki.get_kernel_cost_constants": "none: real engines have no cost constants to read",
+    "trn_notebook.nki.reset_kernel_cost_constants": "none: real engines have no cost constants to reset",
     # Additions of the simulator's torch.neuron module that TorchNeuron does not have.
     "torch.neuron.phase": "torch.neuron.reset_peak_memory_stats() before the phase, max_memory_allocated() after",
     "torch.neuron.elapsed_modeled_device_time": _CLOCKS,
