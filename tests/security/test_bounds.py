@@ -53,6 +53,14 @@ def test_the_device_refuses_before_the_host_runs_out(fresh_device, monkeypatch):
     assert torch.ones(3, device="neuron").sum().item() == 3.0  # the session goes on
 
 
+def test_the_device_card_says_the_simulated_hbm_is_host_memory(fresh_device):
+    from trn_notebook.session.device import device_card
+
+    torch.set_default_device("neuron")
+    rows = dict(device_card().fields)
+    assert "refused (simulated OOM) while 512.00 MiB are still free" in rows["host memory"]
+
+
 # -- Medium 5: environment variables --------------------------------------------------------------------
 
 
