@@ -215,9 +215,14 @@ def test_set_op_category_rejects_unknown_names_and_non_strings():
 def test_a_bucket_policy_leaves_dynamos_recompile_limit_alone(fresh_compiler):
     limit = torch._dynamo.config.recompile_limit
     runner = bucketed(lambda input_ids: input_ids + 1, dims={"input_ids": 0}, policy="step:1:1-12")
-    runner.policy = "step:1:1-200"
-    assert runner(torch.zeros(5)).tolist() == [1.0] * 5
+    runner.policy = "list:8,200"
+    for n in (3, 5):  # two signatures, one bucket
+        assert runner(torch.zeros(n)).tolist() == [1.0] * n
     assert torch._dynamo.config.recompile_limit == limit  # raised inside the call only
+    from trn_notebook.session import views
+
+    title = views.shapes(runner.name).parts()[0].title
+    assert "2 signatures, 1 forward/inference graphs compiled" in title
 
 
 # -- Low 15: widget input ------------------------------------------------------------------------------------------
