@@ -146,7 +146,7 @@ def test_suggest_policy_respects_the_budget_and_beats_powers_of_two_on_padding()
     assert len(policy.buckets()) <= 3 and policy.buckets()[-1] == lengths.max()
     assert tune(policy, lengths).padding_waste_pct < tune("pow2:64-1024", lengths).padding_waste_pct
     assert suggest_policy([5, 5, 5], 4).buckets() == [5]
-    with pytest.raises(ValueError, match="from 1 to 256"):
+    with pytest.raises(ValueError, match="from 1 to 4096"):
         suggest_policy([5], 0)
 
 

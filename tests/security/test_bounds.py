@@ -53,6 +53,14 @@ def test_the_device_refuses_before_the_host_runs_out(fresh_device, monkeypatch):
     assert torch.ones(3, device="neuron").sum().item() == 3.0  # the session goes on
 
 
+def test_the_device_card_says_the_simulated_hbm_is_host_memory(fresh_device):
+    from trn_notebook.session.device import device_card
+
+    torch.set_default_device("neuron")
+    rows = dict(device_card().fields)
+    assert "refused (simulated OOM) while 512.00 MiB are still free" in rows["host memory"]
+
+
 # -- Medium 5: environment variables --------------------------------------------------------------------
 
 
@@ -97,8 +105,9 @@ def test_bad_settings_never_break_import_torch():
         ("step:1:1-100000000", f"above the limit of {MAX_BUCKET_SIZE}"),
         (f"step:1:1-{10**12}", f"above the limit of {MAX_BUCKET_SIZE}"),
         (f"pow2:1-{10**12}", f"above the limit of {MAX_BUCKET_SIZE}"),
-        ("list:" + ",".join(str(i) for i in range(1, 400)), f"above the limit of {MAX_BUCKETS}"),
-        ("list:" + "1" * 5000, "too long"),
+        ("list:" + ",".join(str(i) for i in range(1, 5000)), f"above the limit of {MAX_BUCKETS}"),
+        ("list:" + "1" * 40_000, "too long"),
+        ("list:" + "1" * 5000, "cannot parse bucket policy"),
     ],
 )
 def test_bucket_specs_are_bounded_with_the_limit_in_the_error(spec, match):
@@ -206,9 +215,14 @@ def test_set_op_category_rejects_unknown_names_and_non_strings():
 def test_a_bucket_policy_leaves_dynamos_recompile_limit_alone(fresh_compiler):
     limit = torch._dynamo.config.recompile_limit
     runner = bucketed(lambda input_ids: input_ids + 1, dims={"input_ids": 0}, policy="step:1:1-12")
-    runner.policy = "step:1:1-200"
-    assert runner(torch.zeros(5)).tolist() == [1.0] * 5
+    runner.policy = "list:8,200"
+    for n in (3, 5):  # two signatures, one bucket
+        assert runner(torch.zeros(n)).tolist() == [1.0] * n
     assert torch._dynamo.config.recompile_limit == limit  # raised inside the call only
+    from trn_notebook.session import views
+
+    title = views.shapes(runner.name).parts()[0].title
+    assert "2 signatures, 1 forward/inference graphs compiled" in title
 
 
 # -- Low 15: widget input ------------------------------------------------------------------------------------------

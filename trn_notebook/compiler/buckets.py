@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from .compile_log import compile_log
 from .shape_log import shape_log
 
-MAX_BUCKETS = 256  # one compiled graph each: more is never a useful policy, and cost grows with it
+MAX_BUCKETS = 4096  # one compiled graph each; enough to model "one compile per length" on real length data
 MAX_BUCKET_SIZE = 1 << 24  # 16,777,216 positions, far above any model's context
 _FORMS = "'pow2:MIN-MAX' (e.g. pow2:128-2048), 'step:STEP:MIN-MAX' (e.g. step:256:256-2048) or 'list:A,B,C' (e.g. list:128,512,2048)"
 
@@ -87,13 +87,13 @@ class BucketPolicy:
         text = str(spec).strip().replace(" ", "")
         if len(text) > 8 * MAX_BUCKETS:
             raise ValueError(f"bucket policy spec of {len(text)} characters is too long; use {_FORMS}")
-        m = re.fullmatch(r"pow2:(\d+)-(\d+)", text)
+        m = re.fullmatch(r"pow2:(\d{1,18})-(\d{1,18})", text)
         if m:
             return cls.pow2(int(m.group(1)), int(m.group(2)))
-        m = re.fullmatch(r"step:(\d+):(\d+)-(\d+)", text)
+        m = re.fullmatch(r"step:(\d{1,18}):(\d{1,18})-(\d{1,18})", text)
         if m:
             return cls.step(int(m.group(1)), int(m.group(2)), int(m.group(3)))
-        m = re.fullmatch(r"list:(-?\d+(?:,-?\d+)*)", text)
+        m = re.fullmatch(r"list:(-?\d{1,18}(?:,-?\d{1,18})*)", text)
         if m:
             return cls.explicit([int(s) for s in m.group(1).split(",")])
         raise ValueError(f"cannot parse bucket policy {spec!r}; use {_FORMS}")

@@ -29,11 +29,25 @@ def device_card() -> Card:
             ("device", f"{device} ({chip.long_name} NeuronCore)"),
             ("chip", f"{chip.name}: {chip.physical_cores} physical cores, {chip.logical_cores} logical cores"),
             ("HBM", f"{fmt_bytes(allocator.capacity)} per device ({fmt_bytes(chip.hbm_bytes)} per chip)"),
+            ("host memory", _host_row()),
             ("mode", "simulator"),
             ("launch blocking", "on (every op is a sync point)" if cfg.launch_blocking else "off (asynchronous)"),
             ("eager fusion", "on" if cfg.eager_fusion else "off"),
         ],
         ["new tensors and modules are created on neuron; `%trn device cpu` switches back"],
+    )
+
+
+def _host_row() -> str:
+    """The host guard: the simulated HBM is host memory, refused (simulated OOM) before the host runs out."""
+    from ..device import hostmem
+
+    avail = hostmem.available_bytes()
+    if avail is None:
+        return "unknown on this platform (no guard): keep the simulated capacity below the machine's memory"
+    return (
+        f"{fmt_bytes(avail)} available now; the simulated HBM lives in it, so allocations are refused (simulated OOM) "
+        f"while {fmt_bytes(hostmem.RESERVE)} are still free"
     )
 
 

@@ -172,6 +172,8 @@ def shape_key(name: str) -> str:
 
 def shapes(name: str | None = None) -> Result:
     """Observed input signatures per compiled callable (``name`` selects one; ``ValueError`` if unknown)."""
+    import torch
+
     from ..compiler import shape_log
 
     snap = shape_log.snapshot()
@@ -182,6 +184,9 @@ def shapes(name: str | None = None) -> Result:
         snap = {name: snap[name]}
     if not snap:
         return Message("no compiled callable has run yet; compile one with %%trn compile or torch.compile")
+    from ..compiler import compile_log
+
+    records = compile_log.snapshot()
     parts: list[Result] = []
     for key, rec in snap.items():
         sigs = sorted(rec.get("signatures", {}).items(), key=lambda kv: -kv[1])
@@ -191,7 +196,15 @@ def shapes(name: str | None = None) -> Result:
             notes.append("padded to: " + ", ".join(f"{b} ×{n}" for b, n in sorted(padded.items())))
         for dim, hist in (rec.get("observed") or {}).items():
             notes.append(f"{dim}: " + ", ".join(f"{length} ×{n}" for length, n in sorted(hist.items())[:20]))
-        parts.append(Table(f"shapes of {key} ({len(sigs)} signatures = graphs)", ["signature", "calls"], sigs, notes))
+        graphs = sum(1 for r in records if r.get("model_name") == key and r.get("kind") != "backward")
+        limit = torch._dynamo.config.recompile_limit
+        if not padded and len(sigs) > limit:
+            notes.append(
+                f"dynamo's recompile_limit is {limit}: signatures beyond it run eagerly (not compiled); "
+                "use a bucket policy (--buckets) to bound the number of graphs"
+            )
+        title = f"shapes of {key} ({len(sigs)} signatures, {graphs} forward/inference graphs compiled)"
+        parts.append(Table(title, ["signature", "calls"], sigs, notes))
     return Sections(parts)
 
 

@@ -126,7 +126,7 @@ class CacheView(TrnWidget):
         self.clear()
 
     def clear(self) -> int:
-        """Delete every persistent cache entry (``cache.clear_cache()``); returns how many were removed."""
+        """Delete our persistent cache entries (``cache.clear_cache()``: only in a marked cache directory); returns how many."""
         removed = int(_compiler().cache.clear_cache())
         self.status = f"removed {removed} cache entries from {self.cache_dir}"
         self.refresh()
