@@ -1,4 +1,8 @@
-"""Every collective on neuron tensors equals the same call on CPU/gloo, on 2 spawned ranks."""
+"""On 2 spawned ranks, neuron equals CPU/gloo: every collective, DDP, DTensor TP, FSDP2; FSDP2 saves memory.
+
+One spawn runs them all (see ``workers.everything``): importing torch and dynamo in two processes on
+two shared cores costs more than the checks themselves. A failure names the rank and the line.
+"""
 
 from __future__ import annotations
 
@@ -10,5 +14,5 @@ from . import workers
 
 
 @pytest.mark.slow
-def test_every_collective_matches_cpu_gloo_on_two_ranks():
-    run_ranks(workers.collectives, 2, timeout_s=240)
+def test_collectives_ddp_tp_fsdp_match_cpu_gloo_rank_by_rank():
+    run_ranks(workers.everything, 2, timeout_s=400)

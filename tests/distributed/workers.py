@@ -116,3 +116,158 @@ def collectives(rank: int, world: int) -> None:
     expected = {"all_reduce", "broadcast", "reduce", "all_gather", "reduce_scatter", "all_to_all", "gather", "scatter"}
     assert expected | {"send" if rank == 0 else "recv"} <= kinds, kinds  # each charged to the device clock
     assert all(r["modeled_s"] > 0 for r in comm_log.snapshot() if r["kind"] != "barrier")
+
+
+class MLP(torch.nn.Module):
+    """The small model the DDP / TP / FSDP tests train."""
+
+    def __init__(self, d: int = 16, h: int = 32) -> None:
+        super().__init__()
+        self.fc1 = torch.nn.Linear(d, h)
+        self.fc2 = torch.nn.Linear(h, d)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc2(torch.relu(self.fc1(x)))
+
+
+def _train(model: torch.nn.Module, device: str, rank: int, steps: int = 3) -> list[torch.Tensor]:
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    g = torch.Generator().manual_seed(7 + rank)  # each rank its own data shard
+    losses = []
+    for _ in range(steps):
+        x = torch.randn(8, 16, generator=g).to(device)
+        loss = model(x).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.detach().cpu())
+    return losses
+
+
+def _close(cpu: torch.Tensor, dev: torch.Tensor, what: str) -> None:
+    dev = dev.full_tensor() if hasattr(dev, "full_tensor") else dev
+    cpu = cpu.full_tensor() if hasattr(cpu, "full_tensor") else cpu
+    torch.testing.assert_close(dev.cpu(), cpu, rtol=1e-5, atol=1e-6, msg=lambda m: f"{what}: {m}")
+
+
+def ddp(rank: int, world: int) -> None:
+    """DDP on neuron equals DDP on CPU/gloo, rank by rank (losses, gradients, parameters)."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    torch.manual_seed(0)
+    base = MLP()
+    cpu_model = DDP(MLP().to("cpu"))
+    cpu_model.module.load_state_dict(base.state_dict())
+    dev_model = DDP(MLP().to("neuron"))
+    dev_model.module.load_state_dict(base.state_dict())
+    assert next(dev_model.parameters()).device.type == "neuron"
+    cpu_losses = _train(cpu_model, "cpu", rank)
+    dev_losses = _train(dev_model, "neuron", rank)
+    for i, (a, b) in enumerate(zip(cpu_losses, dev_losses)):
+        _close(a, b, f"loss step {i}")
+    for (name, p), q in zip(cpu_model.module.named_parameters(), dev_model.module.parameters()):
+        _close(p.grad, q.grad, f"grad {name}")
+        _close(p.detach(), q.detach(), f"param {name}")
+    # the replicas stayed identical across ranks
+    flat = torch.cat([p.detach().reshape(-1) for p in dev_model.parameters()])
+    other = flat.clone()
+    dist.broadcast(other, src=0)
+    assert torch.equal(flat.cpu(), other.cpu()), "DDP replicas diverged"
+
+
+def tensor_parallel(rank: int, world: int) -> None:
+    """ColwiseParallel/RowwiseParallel on a neuron DeviceMesh equals the same plan on a CPU mesh."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    torch.manual_seed(0)
+    base = MLP()
+    plan = {"fc1": ColwiseParallel(), "fc2": RowwiseParallel()}
+    models = {}
+    for device in ("cpu", "neuron"):
+        mesh = init_device_mesh(device, (world,))
+        m = MLP().to(device)
+        m.load_state_dict(base.state_dict())
+        models[device] = parallelize_module(m, mesh, plan)
+    assert models["neuron"].fc1.weight.to_local().device.type == "neuron"
+    assert models["neuron"].fc1.weight.to_local().shape == (32 // world, 16)
+    torch.manual_seed(1)  # TP: every rank sees the same batch
+    losses = {d: _train(models[d], d, 0) for d in models}
+    for i, (a, b) in enumerate(zip(losses["cpu"], losses["neuron"])):
+        _close(a, b, f"loss step {i}")
+    for (name, p), q in zip(models["cpu"].named_parameters(), models["neuron"].parameters()):
+        _close(p.grad, q.grad, f"grad {name}")
+        _close(p.detach(), q.detach(), f"param {name}")
+
+
+def fsdp(rank: int, world: int) -> None:
+    """FSDP2 ``fully_shard`` (reshard after forward) on neuron equals the same on CPU/gloo, rank by rank."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    torch.manual_seed(0)
+    base = MLP()
+    models = {}
+    for device in ("cpu", "neuron"):
+        mesh = init_device_mesh(device, (world,))
+        m = MLP().to(device)
+        m.load_state_dict(base.state_dict())
+        fully_shard(m.fc1, mesh=mesh, reshard_after_forward=True)
+        fully_shard(m.fc2, mesh=mesh, reshard_after_forward=True)
+        models[device] = fully_shard(m, mesh=mesh)
+    local = models["neuron"].fc1.weight.to_local()
+    assert local.device.type == "neuron" and local.shape == (32 // world, 16), local.shape
+    losses = {d: _train(models[d], d, rank) for d in models}
+    for i, (a, b) in enumerate(zip(losses["cpu"], losses["neuron"])):
+        _close(a, b, f"loss step {i}")
+    for (name, p), q in zip(models["cpu"].named_parameters(), models["neuron"].parameters()):
+        _close(p.grad, q.grad, f"grad {name}")
+        _close(p.detach(), q.detach(), f"param {name}")
+    # after forward the unsharded parameters were freed (storage resized to 0 through the allocator)
+    from torch.distributed.fsdp._fully_shard._fsdp_state import _get_module_fsdp_state
+
+    state = _get_module_fsdp_state(models["neuron"].fc1)
+    for fp in state._fsdp_param_group.fsdp_params:
+        assert fp._unsharded_param.untyped_storage().nbytes() == 0
+
+
+def memory(rank: int, world: int) -> None:
+    """FSDP2 keeps about 1/N of parameters, gradients and Adam state per rank (the allocator sees it)."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    def resident(wrap: str) -> int:
+        import gc
+
+        gc.collect()
+        before = torch.neuron.memory_allocated()
+        torch.manual_seed(0)
+        m = MLP(256, 1024).to("neuron")
+        if wrap == "ddp":
+            m = DDP(m, bucket_cap_mb=1)
+        else:
+            mesh = init_device_mesh("neuron", (world,))
+            fully_shard(m.fc1, mesh=mesh)
+            fully_shard(m.fc2, mesh=mesh)
+            fully_shard(m, mesh=mesh)
+        opt = torch.optim.Adam(m.parameters())
+        x = torch.randn(4, 256).to("neuron")
+        m(x).sum().backward()
+        opt.step()
+        used = torch.neuron.memory_allocated() - before
+        del m, opt, x
+        return used
+
+    ddp_bytes = resident("ddp")
+    fsdp_bytes = resident("fsdp")
+    params = (256 * 1024 + 1024 + 1024 * 256 + 256) * 4
+    # DDP: params + grads + 2 Adam moments (+ its gradient buckets); FSDP: a 1/N share of each
+    assert ddp_bytes >= 4 * params, (ddp_bytes, params)
+    assert fsdp_bytes <= 0.6 * ddp_bytes, (fsdp_bytes, ddp_bytes)
+
+
+def everything(rank: int, world: int) -> None:
+    """One spawn for CI (imports dominate on 2 cores): collectives, DDP, TP, FSDP2, memory."""
+    for fn in (collectives, ddp, tensor_parallel, fsdp, memory):
+        fn(rank, world)

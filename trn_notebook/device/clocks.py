@@ -157,6 +157,12 @@ class Clocks:
                 st.device_free_at_s = st.comm_free_at_s
             return start
 
+    def wait_until(self, t_s: float) -> None:
+        """The compute queue starts nothing before modeled time ``t_s`` (a stream waiting on an event)."""
+        with self.lock:
+            if self.state.device_free_at_s < t_s:
+                self.state.device_free_at_s = t_s
+
     def sync(self, reason: str, where: str = "") -> float:
         """Make the host wait for the device and communication queues; returns the modeled wait in seconds."""
         st = self.state

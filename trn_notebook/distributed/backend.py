@@ -22,6 +22,7 @@ import torch.distributed as dist
 from ..device.clocks import clocks
 from ..device.registration import is_registered
 from ..device.runtime import host_view
+from ..device.streams import note_collective_end
 from .commmodel import collective_seconds
 from .ledger import comm_log
 
@@ -127,6 +128,7 @@ def _make_kernel(name: str, kind: str, async_index: int | None) -> Any:
         # Arguments equal to their default are not passed: async_op defaults to True.
         blocking = async_index is not None and async_index < len(args) and not bool(args[async_index])
         start = clocks.collective(kind, seconds, wall, blocking=blocking)
+        note_collective_end(start + seconds)
         comm_log.record(kind, nbytes, world, algorithm, fabric, start, seconds, wall, blocking)
         return _to_device(result, seen)
 
