@@ -101,28 +101,43 @@ def _payload_bytes(kind: str, args: tuple[Any, ...]) -> int:
     return max((total(t) for t in tensors), default=0)
 
 
-def _group_size(args: tuple[Any, ...]) -> int:
+def _group(args: tuple[Any, ...]) -> Any:
     for a in args:
         if isinstance(a, torch.ScriptObject):
             try:
-                return int(dist.ProcessGroup.unbox(a).size())
+                return dist.ProcessGroup.unbox(a)
             except (RuntimeError, TypeError):
                 continue
         if isinstance(a, dist.ProcessGroup):
-            return int(a.size())
-    return 1
+            return a
+    return None
+
+
+def _checked_size(group: Any) -> int:
+    """The group's size; raises ``RuntimeError`` if the group has no backend for neuron tensors."""
+    if group is None:
+        return 1
+    try:
+        group._get_backend(torch.device(BACKEND))
+    except RuntimeError:
+        raise RuntimeError(
+            f"this process group has no backend for neuron tensors (it was created for "
+            f"{group.name()!r}): use dist.init_process_group('neuron') (or 'cpu:gloo,neuron:neuron'), or move "
+            "the tensors to the CPU for a gloo-only group"
+        ) from None
+    return int(group.size())
 
 
 def _make_kernel(name: str, kind: str, async_index: int | None) -> Any:
     op = getattr(torch.ops.c10d, name).default
 
     def kernel(*args: Any) -> Any:
+        world = _checked_size(_group(args))
         seen: dict[int, torch.Tensor] = {}
         host_args = tuple(_to_host(a, seen) for a in args)
         t0 = time.perf_counter()
         result = op(*host_args)
         wall = time.perf_counter() - t0
-        world = _group_size(args)
         nbytes = _payload_bytes(kind, args)
         seconds, algorithm, fabric = collective_seconds(kind, nbytes, world)
         # Arguments equal to their default are not passed: async_op defaults to True.

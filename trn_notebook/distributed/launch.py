@@ -160,8 +160,13 @@ def run_ranks(
             else (exc.error_index, str(exc), str(exc).strip().splitlines()[-1])
         )
         where = _innermost_user_frame(trace)
+        hint = (
+            " — a hung collective: a peer never joined it (a rank skipped, reordered or is stuck before it)"
+            if "timed out" in last.lower() or "timeout" in last.lower()
+            else ""
+        )
         raise RankError(
-            f"rank {rank} failed at {where}: {last}\n(the other ranks were stopped)\n{trace}", rank, where
+            f"rank {rank} failed at {where}: {last}{hint}\n(the other ranks were stopped)\n{trace}", rank, where
         ) from None
     except mp.ProcessExitedException as exc:
         raise RankError(
