@@ -39,20 +39,12 @@ def _line_of(marker: str) -> int:
 
 
 @pytest.mark.slow
-def test_a_raising_rank_stops_the_others_and_is_named_with_its_line():
-    with pytest.raises(RankError) as info:
-        run_ranks(workers.raises_on_rank_1, 2, timeout_s=120, collective_timeout_s=30)
-    assert info.value.rank == 1
-    assert info.value.location.endswith(f"workers.py:{_line_of('RAISE-LINE')}")
-    assert "boom on purpose" in str(info.value) and "other ranks were stopped" in str(info.value)
-    assert _children() == []
-
-
-@pytest.mark.slow
 def test_a_hung_collective_times_out_with_a_clear_message_and_no_zombie():
     with pytest.raises(RankError) as info:
         run_ranks(workers.hangs_on_rank_1, 2, timeout_s=120, collective_timeout_s=3)
     assert info.value.rank == 0
+    assert info.value.location.endswith(f"workers.py:{_line_of('HANG-LINE')}")  # the rank and its line
+    assert "other ranks were stopped" in str(info.value)
     assert "timed out" in str(info.value).lower() and "a peer never joined" in str(info.value)
     assert _children() == []
 

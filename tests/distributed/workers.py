@@ -273,19 +273,10 @@ def everything(rank: int, world: int) -> None:
         fn(rank, world)
 
 
-def raises_on_rank_1(rank: int, world: int) -> None:
-    """Rank 1 raises after the first collective; rank 0 waits in the next one."""
-    t = torch.ones(2, device="neuron")
-    dist.all_reduce(t)
-    if rank == 1:
-        raise ValueError("boom on purpose")  # RAISE-LINE
-    dist.all_reduce(t)
-
-
 def hangs_on_rank_1(rank: int, world: int) -> None:
     """Rank 0 enters a collective rank 1 never joins."""
     import time
 
     if rank == 1:
         time.sleep(600)
-    dist.all_reduce(torch.ones(2, device="neuron"))
+    dist.all_reduce(torch.ones(2, device="neuron"))  # HANG-LINE
