@@ -13,6 +13,7 @@ from .commmodel import (
     reset_comm_constants,
     set_comm_constants,
 )
+from .compare import compare_ranks
 from .ledger import comm_log, exposed_comm
 
 __all__ = [
@@ -20,6 +21,7 @@ __all__ = [
     "CommConstants",
     "collective_seconds",
     "comm_log",
+    "compare_ranks",
     "exposed_comm",
     "get_comm_constants",
     "register",

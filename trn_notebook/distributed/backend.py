@@ -30,6 +30,7 @@ BACKEND = "neuron"
 _lock = threading.Lock()
 _registered = False
 _lib: torch.library.Library | None = None
+_extra_libs: list[torch.library.Library] = []
 
 # c10d op -> (collective kind for the cost model, index of the async_op argument; None: the op has
 # none — send/recv return a Work the caller waits on)
@@ -151,6 +152,25 @@ def _make_kernel(name: str, kind: str, async_index: int | None) -> Any:
     return kernel
 
 
+def _register_wait_tensor(lib: torch.library.Library) -> None:
+    """``wait_tensor`` of functional collectives (DTensor, TP): the compute queue waits for the collectives.
+
+    The modeled wait is conservative (for every collective issued so far); PyTorch's own kernel then
+    waits for the real work.
+    """
+    name = "_c10d_functional::wait_tensor"
+    original = torch._C._dispatch_get_computed_kernel_for_dispatch_key(name, torch._C.DispatchKey.PrivateUse1)
+    keyset = torch._C.DispatchKeySet(torch._C.DispatchKey.PrivateUse1)
+    funcol = torch.library.Library("_c10d_functional", "IMPL")
+    _extra_libs.append(funcol)
+
+    def wait_tensor(tensor: torch.Tensor) -> torch.Tensor:
+        clocks.wait_until(clocks.state.comm_free_at_s)
+        return original.call_boxed(keyset, tensor)
+
+    funcol.impl("wait_tensor", wait_tensor, "PrivateUse1")
+
+
 def register() -> None:
     """Register the ``neuron`` c10d backend and the PrivateUse1 kernels of every ``c10d`` op (idempotent)."""
     global _registered, _lib
@@ -168,5 +188,6 @@ def register() -> None:
             warnings.filterwarnings("ignore", message=r"(?s).*Overriding a previously registered kernel")
             for name, (kind, async_index) in _OPS.items():
                 lib.impl(name, _make_kernel(name, kind, async_index), "PrivateUse1")
+            _register_wait_tensor(lib)
         _lib = lib
         _registered = True
