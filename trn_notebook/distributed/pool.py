@@ -20,7 +20,7 @@ import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from multiprocessing.connection import Client, Connection, Listener, wait
+from multiprocessing.connection import Connection, Listener, wait
 from typing import Any
 
 from .launch import RankError, RanksTimeout, free_port
@@ -85,6 +85,13 @@ def _figures(before: dict[str, Any], t0_s: float, wall_s: float, rank: int) -> d
     }
 
 
+def _plain(value: Any) -> Any:
+    """A collected variable as a plain number/string/bool/None (0-d tensors become numbers)."""
+    if hasattr(value, "item") and getattr(value, "numel", lambda: 0)() == 1:
+        value = value.item()
+    return value if isinstance(value, (int, float, str, bool, type(None))) else repr(value)
+
+
 def _trace_slice(t0_s: float) -> list[dict[str, Any]]:
     from ..device.clocks import clocks
 
@@ -131,6 +138,7 @@ def _worker_main(rank: int, world: int, port: int, conn: Connection, collective_
         if msg[0] == "stop":
             break
         source: str = msg[1]
+        collect: tuple[str, ...] = msg[2] if len(msg) > 2 else ()
         torch.neuron.reset_peak_memory_stats()
         clocks.sync("%%trn ranks cell start")
         before = clocks.snapshot()
@@ -146,6 +154,8 @@ def _worker_main(rank: int, world: int, port: int, conn: Connection, collective_
             clocks.sync("%%trn ranks cell end")
             out.flush()
             figures = _figures(before, t0_s, time.perf_counter() - start, rank)
+            for name in collect:
+                figures[name] = _plain(namespace.get(name))
             conn.send(("done", rank, {"figures": figures, "trace": _trace_slice(t0_s)}))
         except BaseException as exc:  # every failure goes to the parent
             out.flush()
@@ -207,7 +217,14 @@ class RankPool:
         try:
             for rank in range(world_size):
                 # A fresh interpreter per rank (spawned, never forked; the notebook's __main__ is not re-imported).
-                cmd = [sys.executable, "-m", "trn_notebook.distributed.pool", str(rank), str(world_size), str(port)]
+                cmd = [
+                    sys.executable,
+                    "-m",
+                    "trn_notebook.distributed._rank_worker",
+                    str(rank),
+                    str(world_size),
+                    str(port),
+                ]
                 cmd += [f"{listener.address[0]}:{listener.address[1]}", str(collective_timeout_s)]
                 self.processes.append(subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL))
             by_rank: dict[int, Connection] = {}
@@ -232,9 +249,16 @@ class RankPool:
         return bool(self.processes) and all(p.poll() is None for p in self.processes)
 
     def run(
-        self, source: str, *, timeout_s: float | None = None, print_line: Callable[[str], None] = print
+        self,
+        source: str,
+        *,
+        timeout_s: float | None = None,
+        print_line: Callable[[str], None] = print,
+        collect: tuple[str, ...] = (),
     ) -> CellResult:
         """Run ``source`` on every rank; streams ``[rank k] …`` lines through ``print_line``.
+
+        ``collect`` names variables of the cell whose values (numbers, strings) join the figures.
 
         Raises :class:`RankError` (the pool is closed: every rank stopped) naming the first failing
         rank and the cell line, :class:`RanksTimeout` past ``timeout_s``; on ``KeyboardInterrupt`` the
@@ -243,7 +267,7 @@ class RankPool:
         start = time.perf_counter()
         try:
             for conn in self.conns:
-                conn.send(("run", source))
+                conn.send(("run", source, tuple(collect)))
             done = self._collect("done", timeout_s, print_line)
         except BaseException:
             self.close()
@@ -345,16 +369,3 @@ def shutdown() -> None:
 
 
 atexit.register(shutdown)
-
-
-def _main(argv: list[str]) -> None:
-    rank, world, port, address, collective_timeout_s = argv
-    host, _, listen_port = address.rpartition(":")
-    authkey = bytes.fromhex(os.environ.pop("TRN_RANKS_AUTHKEY"))
-    conn = Client((host, int(listen_port)), authkey=authkey)
-    conn.send(int(rank))
-    _worker_main(int(rank), int(world), int(port), conn, float(collective_timeout_s))
-
-
-if __name__ == "__main__":
-    _main(sys.argv[1:])

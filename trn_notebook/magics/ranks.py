@@ -1,7 +1,8 @@
-"""``%%trn ranks N [--timeout S] [--trace PATH] [--restart]``: run the cell on N spawned ranks.
+"""``%%trn ranks N [--timeout S] [--trace PATH] [--collect VARS] [--restart]``: run the cell on N ranks.
 
 Output streams as ``[rank k] …``; the cell's value is a pandas DataFrame of per-rank figures
-(placement, memory, modeled step and communication time); the ranks' timelines are merged into one
+(placement, memory, modeled step and communication time, plus the ``--collect`` variables' values
+on each rank); the ranks' timelines are merged into one
 Perfetto trace file (``DataFrame.attrs["trace"]``). Workers stay warm between cells and are always
 stopped on error, interrupt, ``%trn ranks stop`` and kernel exit (see :mod:`trn_notebook.distributed.pool`).
 """
@@ -19,7 +20,7 @@ from IPython.core.error import UsageError
 
 from ..distributed import pool as rank_pool
 
-USAGE = "%%trn ranks N [--timeout SECONDS] [--trace PATH] [--restart]   |   %trn ranks stop"
+USAGE = "%%trn ranks N [--timeout SECONDS] [--trace PATH] [--collect VAR,VAR] [--restart]   |   %trn ranks stop"
 
 
 def _parse(line: str) -> argparse.Namespace:
@@ -29,6 +30,7 @@ def _parse(line: str) -> argparse.Namespace:
     parser.add_argument("--timeout", type=float, default=None)
     parser.add_argument("--trace", default=None)
     parser.add_argument("--restart", action="store_true")
+    parser.add_argument("--collect", default="")
     try:
         args, extra = parser.parse_known_args(shlex.split(line))
     except (argparse.ArgumentError, ValueError) as exc:
@@ -56,10 +58,14 @@ def ranks_magic(line: str, cell: str | None) -> Any:
         )
     if args.timeout is not None and args.timeout <= 0:
         raise UsageError(f"%%trn ranks: --timeout must be > 0 seconds\ncorrect form: {USAGE}")
+    collect = tuple(name.strip() for name in args.collect.split(",") if name.strip())
+    bad = [name for name in collect if not name.isidentifier()]
+    if bad:
+        raise UsageError(f"%%trn ranks: --collect takes variable names, got {bad}\ncorrect form: {USAGE}")
     if args.restart:
         rank_pool.shutdown()
     pool, cold = rank_pool.get_pool(n)  # RankError / RanksTimeout propagate: every rank is stopped by then
-    result = pool.run(cell, timeout_s=args.timeout)
+    result = pool.run(cell, timeout_s=args.timeout, collect=collect)
     result.cold = cold
     path = Path(args.trace) if args.trace else Path(tempfile.gettempdir()) / f"trn_ranks_{n}_trace.json"
     path.write_text(json.dumps(result.chrome_trace()), encoding="utf-8")
