@@ -79,3 +79,17 @@ def test_async_collective_overlaps_compute_and_blocking_one_is_exposed(fresh_dev
     assert clocks.snapshot()["device_free_at_s"] == pytest.approx(5e-3)  # compute waited for it
     trace = clocks.chrome_trace()["traceEvents"]
     assert {e["tid"] for e in trace if e.get("cat") == "comm"} == {2}
+
+
+def test_model_crossovers_sit_at_the_documented_switch_points_on_16_ranks():
+    def best(nbytes):
+        times = {a: collective_seconds("all_reduce", nbytes, 16, algorithm=a)[0] for a in ("ring", "mesh", "rdh")}
+        return min(times, key=times.get)
+
+    assert best(500_000) == "mesh" and best(2_000_000) == "rdh"
+    assert best(50_000_000) == "rdh" and best(60_000_000) == "ring"
+    assert [collective_seconds("all_reduce", s, 16)[1] for s in (500_000, 2_000_000, 60_000_000)] == [
+        "mesh",
+        "rdh",
+        "ring",
+    ]

@@ -13,13 +13,14 @@ with :func:`set_comm_constants`:
 * algorithm switch points (A4, intranode-collective-comm.rst L161-189): mesh below 1 MB, recursive
   halving/doubling (``rdh``) 1–56 MB, ring above.
 
-With ``N`` ranks, ``S`` bytes (the full tensor of an all-reduce, the gathered result of an
+Mesh and rdh move bytes less efficiently than a ring (``*_bw_efficiency``, calibrated to those
+switch points; ``e`` below). With ``N`` ranks, ``S`` bytes (the full tensor of an all-reduce, the gathered result of an
 all-gather / the input of a reduce-scatter, the whole buffer of an all-to-all):
 
 =================  =====================  =========================================
 collective         ring                   mesh / rdh
 =================  =====================  =========================================
-all_reduce         2(N-1)α + 2(N-1)/N·S/β  mesh: 2α + 2(N-1)/N·S/β; rdh: 2⌈log2 N⌉α + same
+all_reduce         2(N-1)α + 2(N-1)/N·S/β  mesh: 2α + 2(N-1)/N·S/(eβ); rdh: 2⌈log2 N⌉α + same
 all_gather,        (N-1)α + (N-1)/N·S/β    mesh: α + …; rdh: ⌈log2 N⌉α + …
 reduce_scatter
 broadcast, reduce  (N-1)α + S/β            mesh: α + S/β (root's links in parallel)
@@ -50,6 +51,11 @@ class CommConstants:
     alpha_efa_s: float = 15e-6
     beta_efa: float = 50e9 / 8
     launch_s: float = 55e-6
+    # Bandwidth efficiency of mesh and rdh relative to ring (our calibration, not a published figure):
+    # chosen so that on 16 ranks over NeuronLink the model's crossovers fall at the runtime's
+    # documented switch points (mesh < 1 MB, rdh 1-56 MB, ring above), see test_commmodel.
+    mesh_bw_efficiency: float = 0.16
+    rdh_bw_efficiency: float = 0.757
     mesh_below_bytes: int = 1 * MB
     ring_above_bytes: int = 56 * MB
     cores_per_chip: int = 4  # logical NeuronCores per Trn2 chip at LNC=2
@@ -128,14 +134,15 @@ def collective_seconds(
     if n == 1:
         return 0.0, algorithm, fabric
     log_n = math.ceil(math.log2(n))
-    share = (n - 1) / n * nbytes / beta
+    efficiency = {"ring": 1.0, "mesh": c.mesh_bw_efficiency, "rdh": c.rdh_bw_efficiency}[algorithm]
+    share = (n - 1) / n * nbytes / (beta * efficiency)
     hops = {"ring": n - 1, "mesh": 1, "rdh": log_n}[algorithm]
     if kind == "all_reduce":
         t = 2 * hops * alpha + 2 * share
     elif kind in ("all_gather", "reduce_scatter", "all_to_all", "gather", "scatter"):
         t = hops * alpha + share
     elif kind in ("broadcast", "reduce"):
-        t = hops * alpha + nbytes / beta
+        t = hops * alpha + nbytes / (beta * efficiency)
     elif kind in ("send", "recv"):
         return c.launch_s / 2 + alpha + nbytes / beta, "p2p", fabric
     elif kind == "barrier":
