@@ -198,10 +198,15 @@ class Clocks:
         with self.lock:
             return list(self.state.sync_log)
 
-    def chrome_trace(self) -> dict[str, Any]:
-        """The timeline as Chrome/Perfetto trace JSON (``traceEvents``; µs; tid 0 device, 1 host, 2 collectives)."""
+    def chrome_trace(self, since_s: float = 0.0) -> dict[str, Any]:
+        """The timeline as Chrome/Perfetto trace JSON (``traceEvents``; µs; tid 0 device, 1 host, 2 collectives).
+
+        ``since_s``: only events ending at or after that modeled time.
+        """
         with self.lock:
             events = self.state.events.snapshot()
+        if since_s:
+            events = [e for e in events if e[2] + e[3] >= since_s]
         trace = []
         for kind, name, start, dur in events:
             if kind == "sync":

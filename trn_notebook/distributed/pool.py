@@ -95,7 +95,7 @@ def _plain(value: Any) -> Any:
 def _trace_slice(t0_s: float) -> list[dict[str, Any]]:
     from ..device.clocks import clocks
 
-    return [e for e in clocks.chrome_trace()["traceEvents"] if e["ts"] + e.get("dur", 0) >= t0_s * 1e6]
+    return list(clocks.chrome_trace(since_s=t0_s)["traceEvents"])
 
 
 def _worker_main(rank: int, world: int, port: int, conn: Connection, collective_timeout_s: float) -> None:
