@@ -134,6 +134,8 @@ def _make_kernel(name: str, kind: str, async_index: int | None) -> Any:
 
     def kernel(*args: Any) -> Any:
         world = _checked_size(_group(args))
+        if not _hooked:
+            _hook_optimizer_steps()
         seen: dict[int, torch.Tensor] = {}
         host_args = tuple(_to_host(a, seen) for a in args)
         t0 = time.perf_counter()
@@ -169,6 +171,28 @@ def _register_wait_tensor(lib: torch.library.Library) -> None:
         return original.call_boxed(keyset, tensor)
 
     funcol.impl("wait_tensor", wait_tensor, "PrivateUse1")
+
+
+def _step_waits_for_collectives(optimizer: Any, args: Any, kwargs: Any) -> None:
+    """An optimizer step consumes gradients: on the modeled clock it starts after the collectives in flight.
+
+    DDP waits for its gradient all-reduce in C++ (no Python hook sees it); the step is the first
+    compute that needs the result, so this is where the wait becomes visible as exposed communication.
+    """
+    clocks.wait_until(clocks.state.comm_free_at_s)
+
+
+_hooked = False
+
+
+def _hook_optimizer_steps() -> None:
+    """Install :func:`_step_waits_for_collectives` at the first collective (torch.optim loads lazily)."""
+    global _hooked
+    if not _hooked:
+        from torch.optim.optimizer import register_optimizer_step_pre_hook
+
+        register_optimizer_step_pre_hook(_step_waits_for_collectives)
+        _hooked = True
 
 
 def register() -> None:
