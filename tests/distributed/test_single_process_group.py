@@ -30,6 +30,7 @@ def test_init_process_group_neuron_maps_both_devices_to_gloo(neuron_group):
     assert rec["kind"] == "all_reduce" and rec["nbytes"] == 16 and rec["blocking"]
 
 
+@pytest.mark.slow  # first use of torch.optim imports dynamo (~10 s on a loaded machine)
 def test_optimizer_step_waits_for_collectives_in_flight(neuron_group):
     p = torch.nn.Parameter(torch.ones(1024, device="neuron"))
     p.grad = torch.ones(1024, device="neuron")
