@@ -50,6 +50,7 @@ def test_cell_on_two_ranks_streams_output_returns_frame_and_trace_then_interrupt
     out = capsys.readouterr().out
     assert "[rank 0] sum [3.0, 3.0, 3.0, 3.0]" in out and "[rank 1] sum [3.0, 3.0, 3.0, 3.0]" in out
     assert list(frame.index) == [0, 1] and set(frame["device"]) == {"neuron:0"}
+    assert (frame["native_calls"] > 0).all()  # placement per rank
     assert (frame["collectives"] == 1).all() and (frame["comm_s"] > 0).all() and (frame["peak_memory_bytes"] > 0).all()
     assert frame.attrs["cold_start"] is True
     events = json.loads(trace.read_text())["traceEvents"]

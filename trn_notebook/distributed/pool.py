@@ -60,11 +60,18 @@ class _Stream:
         return False
 
 
-def _figures(before: dict[str, Any], t0_s: float, wall_s: float, rank: int) -> dict[str, Any]:
+def _figures(
+    before: dict[str, Any], placed_before: dict[str, tuple[Any, ...]], t0_s: float, wall_s: float, rank: int
+) -> dict[str, Any]:
     import torch
 
     from ..device.clocks import clocks
+    from ..device.placement import diff_snapshots, placement_log
     from .ledger import comm_log, exposed_comm
+
+    calls: dict[str, int] = {}
+    for entry in diff_snapshots(placed_before, placement_log.snapshot()).values():
+        calls[entry[0]] = calls.get(entry[0], 0) + entry[1]
 
     after = clocks.snapshot()
     comm_s, exposed_s = exposed_comm(t0_s)
@@ -72,6 +79,8 @@ def _figures(before: dict[str, Any], t0_s: float, wall_s: float, rank: int) -> d
     return {
         "rank": rank,
         "device": f"neuron:{torch.neuron.current_device()}",
+        "native_calls": calls.get("native", 0),
+        "fallback_calls": sum(n for category, n in calls.items() if category != "native"),
         "pid": os.getpid(),
         "wall_s": wall_s,
         "device_s": float(after["sim_device_s"]) - float(before["sim_device_s"]),
@@ -117,6 +126,7 @@ def _worker_main(rank: int, world: int, port: int, conn: Connection, collective_
     import trn_notebook  # noqa: F401 - the device and the "neuron" backend
 
     from ..device.clocks import clocks
+    from ..device.placement import placement_log
 
     torch.set_num_threads(1)
     out = _Stream(conn, rank)
@@ -142,6 +152,7 @@ def _worker_main(rank: int, world: int, port: int, conn: Connection, collective_
         torch.neuron.reset_peak_memory_stats()
         clocks.sync("%%trn ranks cell start")
         before = clocks.snapshot()
+        placed_before = placement_log.snapshot()
         t0_s = float(before["device_free_at_s"])
         start = time.perf_counter()
         import linecache
@@ -153,7 +164,7 @@ def _worker_main(rank: int, world: int, port: int, conn: Connection, collective_
             exec(code, namespace)
             clocks.sync("%%trn ranks cell end")
             out.flush()
-            figures = _figures(before, t0_s, time.perf_counter() - start, rank)
+            figures = _figures(before, placed_before, t0_s, time.perf_counter() - start, rank)
             for name in collect:
                 figures[name] = _plain(namespace.get(name))
             conn.send(("done", rank, {"figures": figures, "trace": _trace_slice(t0_s)}))
