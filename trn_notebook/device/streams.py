@@ -34,7 +34,9 @@ class Stream:
 
     def tail_s(self) -> float:
         """Modeled time when the work issued on this stream so far is done."""
-        return max(clocks.state.device_free_at_s, self.comm_tail_s)
+        st = clocks.state
+        # A tail later than the comm queue itself is stale (the clocks were reset since).
+        return max(st.device_free_at_s, min(self.comm_tail_s, st.comm_free_at_s))
 
     def record_event(self, event: Event | None = None) -> Event:
         """Record (a new, or the given) event at this stream's tail; returns it."""
