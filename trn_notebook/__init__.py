@@ -21,6 +21,8 @@ from .api import (  # noqa: E402
     set_op_category,
 )
 from .device import get_chip  # noqa: E402
+from .distributed import compare_ranks  # noqa: E402, F401 - public API
+from .distributed import register as _register_distributed  # noqa: E402 - the "neuron" c10d backend
 from .migration import report  # noqa: E402
 from .portcheck import port_check  # noqa: E402
 from .state import reset  # noqa: E402
@@ -68,6 +70,7 @@ def _install_lazy_dynamo_metrics() -> None:
 
 
 _install_lazy_dynamo_metrics()
+_register_distributed()
 
 
 def load_ipython_extension(ipython: object) -> None:

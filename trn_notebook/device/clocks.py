@@ -66,6 +66,7 @@ class ClockState:
 
     sim_host_s: float = 0.0
     device_free_at_s: float = 0.0
+    comm_free_at_s: float = 0.0  # the collectives' queue (a second stream), see :meth:`Clocks.collective`
     device_busy_s: float = 0.0
     wall_s: float = 0.0
     sync_points: int = 0
@@ -140,10 +141,34 @@ class Clocks:
             st.sim_host_s += host_s
             st.wall_s += wall_s
 
-    def sync(self, reason: str, where: str = "") -> float:
-        """Make the host wait for the device queue; returns the modeled wait in seconds."""
+    def collective(self, name: str, device_s: float, wall_s: float, *, blocking: bool) -> float:
+        """Queue a collective on the communication queue after the compute queued so far; returns its start.
+
+        ``blocking`` (a synchronous collective) makes the compute queue wait for its end; an async one
+        overlaps later compute until the next sync point.
+        """
         st = self.state
         with self.lock:
+            start = max(st.comm_free_at_s, st.device_free_at_s, st.sim_host_s)
+            st.comm_free_at_s = start + device_s
+            st.wall_s += wall_s
+            st.events.append("comm", name, start, device_s)
+            if blocking and st.device_free_at_s < st.comm_free_at_s:
+                st.device_free_at_s = st.comm_free_at_s
+            return start
+
+    def wait_until(self, t_s: float) -> None:
+        """The compute queue starts nothing before modeled time ``t_s`` (a stream waiting on an event)."""
+        with self.lock:
+            if self.state.device_free_at_s < t_s:
+                self.state.device_free_at_s = t_s
+
+    def sync(self, reason: str, where: str = "") -> float:
+        """Make the host wait for the device and communication queues; returns the modeled wait in seconds."""
+        st = self.state
+        with self.lock:
+            if st.device_free_at_s < st.comm_free_at_s:
+                st.device_free_at_s = st.comm_free_at_s
             wait = st.device_free_at_s - st.sim_host_s
             if wait < 0:
                 wait = 0.0
@@ -173,16 +198,21 @@ class Clocks:
         with self.lock:
             return list(self.state.sync_log)
 
-    def chrome_trace(self) -> dict[str, Any]:
-        """The timeline as Chrome/Perfetto trace JSON (``traceEvents``; µs; tid 0 device, 1 host)."""
+    def chrome_trace(self, since_s: float = 0.0) -> dict[str, Any]:
+        """The timeline as Chrome/Perfetto trace JSON (``traceEvents``; µs; tid 0 device, 1 host, 2 collectives).
+
+        ``since_s``: only events ending at or after that modeled time.
+        """
         with self.lock:
             events = self.state.events.snapshot()
+        if since_s:
+            events = [e for e in events if e[2] + e[3] >= since_s]
         trace = []
         for kind, name, start, dur in events:
             if kind == "sync":
                 trace.append({"name": f"sync: {name}", "ph": "i", "ts": start * 1e6, "pid": 0, "tid": 1, "s": "t"})
             else:
-                tid = 1 if kind == "host" else 0
+                tid = 1 if kind == "host" else 2 if kind == "comm" else 0
                 trace.append(
                     {"name": name, "cat": kind, "ph": "X", "ts": start * 1e6, "dur": dur * 1e6, "pid": 0, "tid": tid}
                 )

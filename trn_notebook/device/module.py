@@ -12,6 +12,7 @@ from .allocator import _fmt
 from .clocks import clocks
 from .dispatch import record_sync
 from .runtime import allocator, get_chip, state
+from .streams import Event, Stream, current_stream, default_stream, set_stream, stream  # noqa: F401 - torch.neuron API
 
 
 def is_available() -> bool:

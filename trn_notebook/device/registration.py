@@ -231,6 +231,7 @@ def register() -> None:
         from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
 
         from . import module as device_module
+        from . import storage_resize as _storage_resize
         from .attention import register_attention
         from .dispatch import run_op
         from .guard import NeuronDeviceGuard, NeuronHooks
@@ -256,6 +257,7 @@ def register() -> None:
 
         keep_parameters_on_conversion()
         _route_accelerator()
+        _storage_resize.install()  # UntypedStorage.resize_ on neuron (FSDP2 frees/regathers parameters)
         if "torch._dynamo" in sys.modules:
             skip_dynamo_tracing()
         _registered = True

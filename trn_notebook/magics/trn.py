@@ -37,6 +37,10 @@ class TrnMagics(Magics):
     @line_cell_magic
     def trn(self, line: str, cell: str | None = None) -> Any:
         """trn-notebook: the neuron device from Jupyter. ``%trn help`` lists the subcommands."""
+        if line.split()[:1] == ["ranks"]:
+            from .ranks import ranks_magic
+
+            return ranks_magic(line, cell)
         try:
             args = parse(line, cell)
         except HelpRequested as exc:

@@ -1,0 +1,76 @@
+"""Bad input: a raising rank, a hung collective, a gloo-only group, neuron:1 — clear errors, nothing left running."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from trn_notebook.distributed.launch import RankError, run_ranks
+
+from . import workers
+
+
+def _children() -> list[str]:
+    """Command lines of this process's children (any worker left behind shows up here).
+
+    Python's multiprocessing ``resource_tracker`` (one per parent, exits with it) is not a worker.
+    """
+    me, out = os.getpid(), []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                stat = (d / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == me:
+                cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                if "resource_tracker" not in cmd:
+                    out.append(cmd)
+    return out
+
+
+def _line_of(marker: str) -> int:
+    lines = Path(workers.__file__).read_text().splitlines()
+    return next(i for i, line in enumerate(lines, 1) if marker in line)
+
+
+@pytest.mark.slow
+def test_a_hung_collective_times_out_with_a_clear_message_and_no_zombie():
+    with pytest.raises(RankError) as info:
+        run_ranks(workers.hangs_on_rank_1, 2, timeout_s=120, collective_timeout_s=3)
+    assert info.value.rank == 0
+    assert info.value.location.endswith(f"workers.py:{_line_of('HANG-LINE')}")  # the rank and its line
+    assert "other ranks were stopped" in str(info.value)
+    assert "timed out" in str(info.value).lower() and "a peer never joined" in str(info.value)
+    assert _children() == []
+
+
+def test_invalid_world_size_is_refused():
+    with pytest.raises(ValueError, match="world_size"):
+        run_ranks(workers.collectives, 0)
+
+
+@pytest.fixture
+def gloo_only_group(tmp_path):
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    yield
+    dist.destroy_process_group()
+
+
+def test_neuron_tensors_on_a_gloo_only_group_get_a_clear_error(gloo_only_group):
+    with pytest.raises(RuntimeError, match="init_process_group\\('neuron'\\)"):
+        dist.all_reduce(torch.ones(2, device="neuron"))
+    t = torch.ones(2)
+    dist.all_reduce(t)  # the session stays usable
+    assert t.tolist() == [1.0, 1.0]
+
+
+def test_second_device_in_one_process_is_refused_with_the_torchrun_hint():
+    with pytest.raises(RuntimeError, match="torchrun"):
+        torch.ones(2, device="neuron:1")
+    with pytest.raises(RuntimeError, match="torchrun"):
+        torch.neuron.set_device(1)

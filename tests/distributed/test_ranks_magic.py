@@ -1,0 +1,116 @@
+"""``%%trn ranks N``: streamed per-rank output, a per-rank DataFrame, one merged trace, warm re-runs,
+and workers always stopped — on a raising rank, on KeyboardInterrupt and when the kernel dies."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from IPython.core.error import UsageError
+
+from trn_notebook.distributed import pool as rank_pool
+from trn_notebook.distributed.launch import RankError
+from trn_notebook.magics.ranks import ranks_magic
+
+CELL = """
+x = torch.ones(4, device="neuron") * (rank + 1)
+dist.all_reduce(x)
+print("sum", x.cpu().tolist())
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+@pytest.fixture
+def no_pool():
+    rank_pool.shutdown()
+    yield
+    rank_pool.shutdown()
+
+
+@pytest.mark.slow
+def test_cell_on_two_ranks_streams_output_returns_frame_and_trace_then_interrupt_stops_workers(
+    no_pool, tmp_path, capsys
+):
+    trace = tmp_path / "ranks.json"
+    frame = ranks_magic(f"ranks 2 --trace {trace}", CELL)
+    out = capsys.readouterr().out
+    assert "[rank 0] sum [3.0, 3.0, 3.0, 3.0]" in out and "[rank 1] sum [3.0, 3.0, 3.0, 3.0]" in out
+    assert list(frame.index) == [0, 1] and set(frame["device"]) == {"neuron:0"}
+    assert (frame["native_calls"] > 0).all()  # placement per rank
+    assert (frame["collectives"] == 1).all() and (frame["comm_s"] > 0).all() and (frame["peak_memory_bytes"] > 0).all()
+    assert frame.attrs["cold_start"] is True
+    events = json.loads(trace.read_text())["traceEvents"]
+    assert {e["pid"] for e in events if e.get("cat") == "comm"} == {0, 1}  # both ranks' collectives, one file
+    pool, _ = rank_pool.get_pool(2)
+    pids = pool.pids()
+
+    warm = ranks_magic("ranks 2", "print(rank, x.sum().item())")  # the namespace persists between cells
+    assert warm.attrs["cold_start"] is False and pool.pids() == pids
+    assert "[rank 1] 1 12.0" in capsys.readouterr().out
+
+    timer = threading.Timer(1.0, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        ranks_magic("ranks 2", "import time\ntime.sleep(60)")
+    assert not any(_alive(p) for p in pids)
+    assert rank_pool._pools == {}
+
+
+@pytest.mark.slow
+def test_a_raising_rank_names_rank_and_cell_line_and_stops_every_worker(no_pool):
+    cell = "x = 1\nif rank == 1:\n    raise ValueError('bad on purpose')\ndist.barrier()\n"
+    pool, _ = rank_pool.get_pool(2)
+    pids = pool.pids()
+    with pytest.raises(RankError, match=r"rank 1 failed at cell line 4: ValueError: bad on purpose") as info:
+        ranks_magic("ranks 2", cell)
+    assert info.value.rank == 1
+    assert not any(_alive(p) for p in pids)
+
+
+@pytest.mark.slow
+def test_workers_die_with_a_killed_kernel(tmp_path):
+    script = tmp_path / "kernel.py"
+    script.write_text(
+        "from trn_notebook.distributed import pool\n"
+        "p, _ = pool.get_pool(2)\n"
+        "print(*p.pids(), flush=True)\n"
+        "import time\n"
+        "time.sleep(120)\n"
+    )
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    kernel = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        line = kernel.stdout.readline()  # type: ignore[union-attr]
+        pids = [int(p) for p in line.split()]
+        assert len(pids) == 2 and all(_alive(p) for p in pids)
+        kernel.kill()  # what a kernel restart does in the end
+        kernel.wait()
+        deadline = time.monotonic() + 15
+        while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not any(_alive(p) for p in pids)
+    finally:
+        kernel.kill()
+        kernel.wait()
+
+
+def test_bad_arguments_are_usage_errors():
+    for line in ("ranks", "ranks two", "ranks 0", "ranks 99", "ranks 2 --timeout -1", "ranks 2 --bogus"):
+        with pytest.raises(UsageError, match="correct form"):
+            ranks_magic(line, "pass")
+    with pytest.raises(UsageError, match="cell magic"):
+        ranks_magic("ranks 2", None)

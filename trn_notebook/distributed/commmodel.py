@@ -1,0 +1,152 @@
+"""α–β cost of collectives on the modeled device clock, per algorithm and fabric.
+
+Constants come from ``shared/reference/trainium-figures.md`` (sources there) and can be overridden
+with :func:`set_comm_constants`:
+
+* per-hop latency α: intra-node Ring/KangaRing hop ≈1–2 µs (A4, intranode-collective-comm.rst L61),
+  inter-node hop ≈15 µs (A4, internode-collective-comm.rst L66);
+* bandwidth β: on one chip the DMA rate of a NeuronCore, 368 GB/s (A1, nki-dma-bandwidth-guide.rst);
+  NeuronLink-v3 intra-instance 1,024 GB/s per chip (A4, trn2-arch.rst L97); EFAv3 50 Gbps per rank
+  at LNC=2 (A4, collectives.rst L110);
+* a fixed per-collective floor: the small all-reduce floor is ≈58 µs on 2 ranks (D3/B7), taken as
+  ``launch_s`` = 58 µs − 2 hops;
+* algorithm switch points (A4, intranode-collective-comm.rst L161-189): mesh below 1 MB, recursive
+  halving/doubling (``rdh``) 1–56 MB, ring above.
+
+Mesh and rdh move bytes less efficiently than a ring (``*_bw_efficiency``, calibrated to those
+switch points; ``e`` below). With ``N`` ranks, ``S`` bytes (the full tensor of an all-reduce, the gathered result of an
+all-gather / the input of a reduce-scatter, the whole buffer of an all-to-all):
+
+=================  =====================  =========================================
+collective         ring                   mesh / rdh
+=================  =====================  =========================================
+all_reduce         2(N-1)α + 2(N-1)/N·S/β  mesh: 2α + 2(N-1)/N·S/(eβ); rdh: 2⌈log2 N⌉α + same
+all_gather,        (N-1)α + (N-1)/N·S/β    mesh: α + …; rdh: ⌈log2 N⌉α + …
+reduce_scatter
+broadcast, reduce  (N-1)α + S/β            mesh: α + S/β (root's links in parallel)
+all_to_all         (N-1)α + (N-1)/N·S/β    mesh: α + (N-1)/N·S/β
+send / recv        α + S/β
+barrier            2(N-1)α (no bytes)      mesh: 2α
+=================  =====================  =========================================
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import threading
+from dataclasses import dataclass
+
+MB = 1_000_000
+
+
+@dataclass(frozen=True)
+class CommConstants:
+    """Latency (s) and bandwidth (bytes/s) per fabric, plus the fixed per-collective floor."""
+
+    alpha_intra_chip_s: float = 1.5e-6
+    beta_intra_chip: float = 368e9
+    alpha_neuronlink_s: float = 1.5e-6
+    beta_neuronlink: float = 1024e9
+    alpha_efa_s: float = 15e-6
+    beta_efa: float = 50e9 / 8
+    launch_s: float = 55e-6
+    # Bandwidth efficiency of mesh and rdh relative to ring (our calibration, not a published figure):
+    # chosen so that on 16 ranks over NeuronLink the model's crossovers fall at the runtime's
+    # documented switch points (mesh < 1 MB, rdh 1-56 MB, ring above), see test_commmodel.
+    mesh_bw_efficiency: float = 0.16
+    rdh_bw_efficiency: float = 0.757
+    mesh_below_bytes: int = 1 * MB
+    ring_above_bytes: int = 56 * MB
+    cores_per_chip: int = 4  # logical NeuronCores per Trn2 chip at LNC=2
+    chips_per_node: int = 16  # trn2.48xlarge
+
+
+_lock = threading.Lock()
+_constants = CommConstants()
+
+FABRICS = ("intra_chip", "neuronlink", "efa")
+ALGORITHMS = ("ring", "mesh", "rdh")
+
+
+def get_comm_constants() -> CommConstants:
+    """The constants in force."""
+    return _constants
+
+
+def set_comm_constants(**changes: float | int) -> CommConstants:
+    """Override constants by field name; raises ``TypeError`` naming the valid fields for an unknown one."""
+    global _constants
+    valid = {f.name for f in dataclasses.fields(CommConstants)}
+    unknown = set(changes) - valid
+    if unknown:
+        raise TypeError(f"unknown comm constant(s) {sorted(unknown)}; valid: {sorted(valid)}")
+    with _lock:
+        _constants = dataclasses.replace(_constants, **changes)  # type: ignore[arg-type]
+    return _constants
+
+
+def reset_comm_constants() -> None:
+    """Restore the published defaults."""
+    global _constants
+    with _lock:
+        _constants = CommConstants()
+
+
+def fabric_for(world_size: int, c: CommConstants | None = None) -> str:
+    """The slowest fabric a group of ``world_size`` consecutive ranks crosses."""
+    c = c or _constants
+    if world_size <= c.cores_per_chip:
+        return "intra_chip"
+    if world_size <= c.cores_per_chip * c.chips_per_node:
+        return "neuronlink"
+    return "efa"
+
+
+def choose_algorithm(nbytes: int, c: CommConstants | None = None) -> str:
+    """The runtime's empirical choice by message size: mesh < 1 MB, rdh up to 56 MB, ring above."""
+    c = c or _constants
+    if nbytes < c.mesh_below_bytes:
+        return "mesh"
+    if nbytes <= c.ring_above_bytes:
+        return "rdh"
+    return "ring"
+
+
+def collective_seconds(
+    kind: str, nbytes: int, world_size: int, *, algorithm: str | None = None, fabric: str | None = None
+) -> tuple[float, str, str]:
+    """Modeled seconds of one collective; returns ``(seconds, algorithm, fabric)``.
+
+    ``kind`` is one of all_reduce, all_gather, reduce_scatter, broadcast, reduce, gather, scatter,
+    all_to_all, send, recv, barrier. Raises ``ValueError`` for an unknown kind, algorithm or fabric.
+    """
+    c = _constants
+    n = max(int(world_size), 1)
+    fabric = fabric or fabric_for(n, c)
+    if fabric not in FABRICS:
+        raise ValueError(f"unknown fabric {fabric!r}; choose one of {FABRICS}")
+    algorithm = algorithm or choose_algorithm(nbytes, c)
+    if algorithm not in ALGORITHMS:
+        raise ValueError(f"unknown algorithm {algorithm!r}; choose one of {ALGORITHMS}")
+    alpha = getattr(c, f"alpha_{fabric}_s")
+    beta = getattr(c, f"beta_{fabric}")
+    if n == 1:
+        return 0.0, algorithm, fabric
+    log_n = math.ceil(math.log2(n))
+    efficiency = {"ring": 1.0, "mesh": c.mesh_bw_efficiency, "rdh": c.rdh_bw_efficiency}[algorithm]
+    share = (n - 1) / n * nbytes / (beta * efficiency)
+    hops = {"ring": n - 1, "mesh": 1, "rdh": log_n}[algorithm]
+    if kind == "all_reduce":
+        t = 2 * hops * alpha + 2 * share
+    elif kind in ("all_gather", "reduce_scatter", "all_to_all", "gather", "scatter"):
+        t = hops * alpha + share
+    elif kind in ("broadcast", "reduce"):
+        t = hops * alpha + nbytes / (beta * efficiency)
+    elif kind in ("send", "recv"):
+        return c.launch_s / 2 + alpha + nbytes / beta, "p2p", fabric
+    elif kind == "barrier":
+        t = 2 * hops * alpha
+    else:
+        raise ValueError(f"unknown collective kind {kind!r}")
+    return c.launch_s + t, algorithm, fabric

@@ -1,0 +1,189 @@
+"""Run a function on N spawned ranks (``torch.multiprocessing`` spawn, never fork), always cleaned up.
+
+Each worker gets the torchrun environment (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR``,
+``MASTER_PORT``), joins ``init_process_group("neuron")`` and runs ``fn(rank, world_size, *args)``.
+A rank that raises stops the others and the error names the rank and the line; a run past
+``timeout_s`` (e.g. a hung collective) is terminated with a clear message; no process outlives the call.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import tempfile
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import torch.multiprocessing as mp
+
+
+class RankError(RuntimeError):
+    """A rank raised; ``rank`` is its index, ``location`` the ``file:line`` of the innermost user frame."""
+
+    def __init__(self, message: str, rank: int, location: str = "") -> None:
+        super().__init__(message)
+        self.rank = rank
+        self.location = location
+
+
+class RanksTimeout(TimeoutError):
+    """The ranks did not finish in time (a hung collective, a rank waiting for a peer that left)."""
+
+
+def free_port() -> int:
+    """A free TCP port on localhost for the rendezvous store."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _rank_main(
+    rank: int,
+    fn: Callable[..., Any],
+    world: int,
+    port: int,
+    collective_timeout_s: float,
+    error_dir: str,
+    args: tuple[Any, ...],
+) -> None:
+    os.environ.update(
+        RANK=str(rank),
+        LOCAL_RANK=str(rank),
+        WORLD_SIZE=str(world),
+        LOCAL_WORLD_SIZE=str(world),
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+        OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"),
+    )
+    import torch
+    import torch.distributed as dist
+
+    import trn_notebook  # noqa: F401 - registers the device and the "neuron" backend
+
+    torch.set_num_threads(1)
+    dist.init_process_group("neuron", timeout=timedelta(seconds=collective_timeout_s))
+    try:
+        fn(rank, world, *args)
+    except BaseException as exc:
+        _write_error(error_dir, rank, exc)
+        raise
+    finally:
+        dist.destroy_process_group()
+
+
+def _write_error(error_dir: str, rank: int, exc: BaseException) -> None:
+    import json
+    import time
+    import traceback
+
+    trace = "".join(traceback.format_exception(exc))
+    record = {"rank": rank, "time": time.time(), "error": f"{type(exc).__name__}: {exc}", "trace": trace}
+    with open(os.path.join(error_dir, f"rank{rank}.json"), "w") as fh:
+        json.dump(record, fh)
+
+
+_PEER_GONE = ("Connection closed by peer", "Connection reset by peer", "Broken pipe")
+
+
+def first_failure(error_dir: str) -> dict[str, Any] | None:
+    """The error that started a failure: the earliest recorded one that is not a peer having gone away."""
+    import json
+
+    records = []
+    for name in sorted(os.listdir(error_dir)):
+        if name.startswith("rank") and name.endswith(".json"):
+            with open(os.path.join(error_dir, name)) as fh:
+                records.append(json.load(fh))
+    if not records:
+        return None
+    records.sort(key=lambda r: (any(p in r["error"] for p in _PEER_GONE), r["time"]))
+    return records[0]
+
+
+_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
+
+
+def _innermost_user_frame(trace: str) -> str:
+    frames = [m for m in _FRAME.finditer(trace) if "/torch/" not in m.group(1) and "trn_notebook" not in m.group(1)]
+    if not frames:
+        frames = list(_FRAME.finditer(trace))
+    if not frames:
+        return ""
+    m = frames[-1]
+    return f"{m.group(1)}:{m.group(2)}"
+
+
+def run_ranks(
+    fn: Callable[..., Any],
+    world_size: int = 2,
+    args: tuple[Any, ...] = (),
+    *,
+    timeout_s: float = 300.0,
+    collective_timeout_s: float = 60.0,
+) -> None:
+    """Run ``fn(rank, world_size, *args)`` on ``world_size`` spawned ranks of the ``neuron`` backend.
+
+    ``fn`` must be importable by name (defined in a module, not in ``__main__`` of a notebook).
+    Raises :class:`RankError` naming the first failing rank and line (the other ranks are stopped),
+    :class:`RanksTimeout` after ``timeout_s`` (every rank is killed), ``ValueError`` for a world size < 1.
+    """
+    if world_size < 1:
+        raise ValueError(f"world_size must be >= 1, got {world_size}")
+    port = free_port()
+    error_dir = tempfile.mkdtemp(prefix="trn_ranks_")
+    ctx = mp.start_processes(
+        _rank_main,
+        args=(fn, world_size, port, collective_timeout_s, error_dir, args),
+        nprocs=world_size,
+        join=False,
+        start_method="spawn",
+    )
+    try:
+        import time
+
+        deadline = time.monotonic() + timeout_s
+        while not ctx.join(timeout=max(0.0, min(1.0, deadline - time.monotonic())), grace_period=2.0):
+            if time.monotonic() >= deadline:
+                alive = [i for i, p in enumerate(ctx.processes) if p.is_alive()]
+                raise RanksTimeout(
+                    f"ranks {alive} still running after {timeout_s:.0f} s (a hung collective? a rank waiting "
+                    f"for a peer that exited?); every rank was stopped"
+                )
+    except mp.ProcessRaisedException as exc:
+        first = first_failure(error_dir)
+        rank, trace, last = (
+            (first["rank"], first["trace"], first["error"])
+            if first
+            else (exc.error_index, str(exc), str(exc).strip().splitlines()[-1])
+        )
+        where = _innermost_user_frame(trace)
+        hint = (
+            " — a hung collective: a peer never joined it (a rank skipped, reordered or is stuck before it)"
+            if "timed out" in last.lower() or "timeout" in last.lower()
+            else ""
+        )
+        raise RankError(
+            f"rank {rank} failed at {where}: {last}{hint}\n(the other ranks were stopped)\n{trace}", rank, where
+        ) from None
+    except mp.ProcessExitedException as exc:
+        raise RankError(
+            f"rank {exc.error_index} exited: {exc} (the other ranks were stopped)", exc.error_index
+        ) from None
+    finally:
+        terminate(ctx.processes)
+        shutil.rmtree(error_dir, ignore_errors=True)
+
+
+def terminate(processes: list[Any], grace_s: float = 2.0) -> None:
+    """Stop every still-running process: SIGTERM, then SIGKILL after ``grace_s``; reaps them all."""
+    for p in processes:
+        if p.is_alive():
+            p.terminate()
+    for p in processes:
+        p.join(grace_s)
+        if p.is_alive():
+            p.kill()
+            p.join()

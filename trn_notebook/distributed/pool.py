@@ -1,0 +1,382 @@
+"""A warm pool of N spawned ranks that run notebook cells (the library behind ``%%trn ranks N``).
+
+Each worker is a spawned process (never forked) that joins ``init_process_group("neuron")`` once,
+keeps its own namespace between cells (``rank``, ``world_size``, ``torch``, ``dist`` predefined) and
+for each cell streams its output back line by line, then reports per-rank figures and its slice of
+the timeline. Workers never outlive the notebook: any error, ``KeyboardInterrupt`` or timeout tears
+the pool down (SIGTERM, then SIGKILL, then reaped), an ``atexit`` hook does so at interpreter exit,
+and each worker asks the kernel to kill it if its parent dies (``PR_SET_PDEATHSIG``) and exits when
+its pipe closes.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import secrets
+import subprocess
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection, Listener, wait
+from typing import Any
+
+from .launch import RankError, RanksTimeout, free_port
+
+CELL_FILE = "<%%trn ranks cell>"
+
+
+def _die_with_parent() -> None:
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+class _Stream:
+    """``sys.stdout`` of a worker: whole lines go to the parent as ``("out", rank, text)``."""
+
+    def __init__(self, conn: Connection, rank: int) -> None:
+        self.conn, self.rank, self.buf = conn, rank, ""
+
+    def write(self, text: str) -> int:
+        self.buf += text
+        while "\n" in self.buf:
+            line, self.buf = self.buf.split("\n", 1)
+            self.conn.send(("out", self.rank, line))
+        return len(text)
+
+    def flush(self) -> None:
+        if self.buf:
+            self.conn.send(("out", self.rank, self.buf))
+            self.buf = ""
+
+    def isatty(self) -> bool:
+        return False
+
+
+def _figures(
+    before: dict[str, Any], placed_before: dict[str, tuple[Any, ...]], t0_s: float, wall_s: float, rank: int
+) -> dict[str, Any]:
+    import torch
+
+    from ..device.clocks import clocks
+    from ..device.placement import diff_snapshots, placement_log
+    from .ledger import comm_log, exposed_comm
+
+    calls: dict[str, int] = {}
+    for entry in diff_snapshots(placed_before, placement_log.snapshot()).values():
+        calls[entry[0]] = calls.get(entry[0], 0) + entry[1]
+
+    after = clocks.snapshot()
+    comm_s, exposed_s = exposed_comm(t0_s)
+    recs = [r for r in comm_log.snapshot() if r["start_s"] + r["modeled_s"] > t0_s]
+    return {
+        "rank": rank,
+        "device": f"neuron:{torch.neuron.current_device()}",
+        "native_calls": calls.get("native", 0),
+        "fallback_calls": sum(n for category, n in calls.items() if category != "native"),
+        "pid": os.getpid(),
+        "wall_s": wall_s,
+        "device_s": float(after["sim_device_s"]) - float(before["sim_device_s"]),
+        "step_s": max(float(after["device_free_at_s"]), clocks.state.comm_free_at_s) - t0_s,
+        "comm_s": comm_s,
+        "exposed_comm_s": exposed_s,
+        "collectives": len(recs),
+        "comm_bytes": sum(r["nbytes"] for r in recs),
+        "peak_memory_bytes": torch.neuron.max_memory_allocated(),
+        "memory_bytes": torch.neuron.memory_allocated(),
+    }
+
+
+def _plain(value: Any) -> Any:
+    """A collected variable as a plain number/string/bool/None (0-d tensors become numbers)."""
+    if hasattr(value, "item") and getattr(value, "numel", lambda: 0)() == 1:
+        value = value.item()
+    return value if isinstance(value, (int, float, str, bool, type(None))) else repr(value)
+
+
+def _trace_slice(t0_s: float) -> list[dict[str, Any]]:
+    from ..device.clocks import clocks
+
+    return list(clocks.chrome_trace(since_s=t0_s)["traceEvents"])
+
+
+def _worker_main(rank: int, world: int, port: int, conn: Connection, collective_timeout_s: float) -> None:
+    """Body of one rank: set up the process group, then run cells until told to stop."""
+    _die_with_parent()
+    os.environ.update(
+        RANK=str(rank),
+        LOCAL_RANK=str(rank),
+        WORLD_SIZE=str(world),
+        LOCAL_WORLD_SIZE=str(world),
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+    )
+    from datetime import timedelta
+
+    import torch
+    import torch.distributed as dist
+
+    import trn_notebook  # noqa: F401 - the device and the "neuron" backend
+
+    from ..device.clocks import clocks
+    from ..device.placement import placement_log
+
+    torch.set_num_threads(1)
+    out = _Stream(conn, rank)
+    sys.stdout = sys.stderr = out  # type: ignore[assignment]
+    try:
+        dist.init_process_group("neuron", timeout=timedelta(seconds=collective_timeout_s))
+    except Exception as exc:  # reported to the parent, which stops every rank
+        conn.send(
+            ("error", rank, {"error": f"{type(exc).__name__}: {exc}", "line": 0, "trace": traceback.format_exc()})
+        )
+        return
+    conn.send(("ready", rank, None))
+    namespace: dict[str, Any] = {"rank": rank, "world_size": world, "torch": torch, "dist": dist}
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):
+            break
+        if msg[0] == "stop":
+            break
+        source: str = msg[1]
+        collect: tuple[str, ...] = msg[2] if len(msg) > 2 else ()
+        torch.neuron.reset_peak_memory_stats()
+        clocks.sync("%%trn ranks cell start")
+        before = clocks.snapshot()
+        placed_before = placement_log.snapshot()
+        t0_s = float(before["device_free_at_s"])
+        start = time.perf_counter()
+        import linecache
+
+        text = "\n" + source  # line 1 is the %%trn line
+        linecache.cache[CELL_FILE] = (len(text), None, text.splitlines(True), CELL_FILE)
+        try:
+            code = compile(text, CELL_FILE, "exec")
+            exec(code, namespace)
+            clocks.sync("%%trn ranks cell end")
+            out.flush()
+            figures = _figures(before, placed_before, t0_s, time.perf_counter() - start, rank)
+            for name in collect:
+                figures[name] = _plain(namespace.get(name))
+            conn.send(("done", rank, {"figures": figures, "trace": _trace_slice(t0_s)}))
+        except BaseException as exc:  # every failure goes to the parent
+            out.flush()
+            tb = traceback.extract_tb(exc.__traceback__)
+            line = next((f.lineno for f in reversed(tb) if f.filename == CELL_FILE), 0)
+            frames = "".join(traceback.format_exception(exc)[1:])  # from the cell's frame on
+            cell_part = frames[frames.find(f'File "{CELL_FILE}"') :] if CELL_FILE in frames else frames
+            report = {"error": f"{type(exc).__name__}: {exc}", "line": line, "trace": "\n" + cell_part}
+            conn.send(("error", rank, report))
+    try:
+        dist.destroy_process_group()
+    finally:
+        conn.close()
+
+
+@dataclass
+class CellResult:
+    """What one cell produced on every rank: figures per rank and the merged trace events."""
+
+    figures: list[dict[str, Any]]
+    trace_events: list[dict[str, Any]] = field(default_factory=list)
+    wall_s: float = 0.0
+    cold: bool = False
+
+    def frame(self) -> Any:
+        """Per-rank figures as a pandas DataFrame indexed by rank."""
+        import pandas as pd
+
+        return pd.DataFrame(self.figures).set_index("rank").sort_index()
+
+    def chrome_trace(self) -> dict[str, Any]:
+        """The ranks' timelines merged into one Chrome/Perfetto trace (one process per rank)."""
+        meta = [
+            {"name": "process_name", "ph": "M", "pid": f["rank"], "args": {"name": f"rank {f['rank']}"}}
+            for f in self.figures
+        ]
+        names = [
+            {"name": "thread_name", "ph": "M", "pid": f["rank"], "tid": tid, "args": {"name": label}}
+            for f in self.figures
+            for tid, label in ((0, "compute"), (1, "host"), (2, "collectives"))
+        ]
+        return {"traceEvents": meta + names + self.trace_events, "displayTimeUnit": "ms"}
+
+
+class RankPool:
+    """N warm worker ranks; :meth:`run` executes a cell on all of them. Use :func:`get_pool`."""
+
+    def __init__(self, world_size: int, *, collective_timeout_s: float = 60.0, start_timeout_s: float = 300.0) -> None:
+        if world_size < 1:
+            raise ValueError(f"the number of ranks must be >= 1, got {world_size}")
+        self.world_size = world_size
+        self.collective_timeout_s = collective_timeout_s
+        port = free_port()
+        authkey = secrets.token_bytes(32)
+        listener = Listener(("127.0.0.1", 0), authkey=authkey)
+        self.conns: list[Connection] = []
+        self.processes: list[subprocess.Popen[bytes]] = []
+        env = dict(os.environ, TRN_RANKS_AUTHKEY=authkey.hex(), OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
+        try:
+            for rank in range(world_size):
+                # A fresh interpreter per rank (spawned, never forked; the notebook's __main__ is not re-imported).
+                cmd = [
+                    sys.executable,
+                    "-m",
+                    "trn_notebook.distributed._rank_worker",
+                    str(rank),
+                    str(world_size),
+                    str(port),
+                ]
+                cmd += [f"{listener.address[0]}:{listener.address[1]}", str(collective_timeout_s)]
+                self.processes.append(subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL))
+            by_rank: dict[int, Connection] = {}
+            listener._listener._socket.settimeout(start_timeout_s)  # type: ignore[attr-defined]
+            for _ in range(world_size):
+                conn = listener.accept()
+                by_rank[int(conn.recv())] = conn
+            self.conns = [by_rank[r] for r in range(world_size)]
+            self._collect("ready", start_timeout_s, print_line=print)
+        except BaseException:
+            self.close()
+            raise
+        finally:
+            listener.close()
+
+    def pids(self) -> list[int]:
+        """Process ids of the workers."""
+        return [p.pid for p in self.processes]
+
+    def alive(self) -> bool:
+        """True while every worker runs."""
+        return bool(self.processes) and all(p.poll() is None for p in self.processes)
+
+    def run(
+        self,
+        source: str,
+        *,
+        timeout_s: float | None = None,
+        print_line: Callable[[str], None] = print,
+        collect: tuple[str, ...] = (),
+    ) -> CellResult:
+        """Run ``source`` on every rank; streams ``[rank k] …`` lines through ``print_line``.
+
+        ``collect`` names variables of the cell whose values (numbers, strings) join the figures.
+
+        Raises :class:`RankError` (the pool is closed: every rank stopped) naming the first failing
+        rank and the cell line, :class:`RanksTimeout` past ``timeout_s``; on ``KeyboardInterrupt`` the
+        pool is closed and the interrupt re-raised.
+        """
+        start = time.perf_counter()
+        try:
+            for conn in self.conns:
+                conn.send(("run", source, tuple(collect)))
+            done = self._collect("done", timeout_s, print_line)
+        except BaseException:
+            self.close()
+            raise
+        figures = [done[r]["figures"] for r in sorted(done)]
+        events = [dict(e, pid=r) for r in sorted(done) for e in done[r]["trace"]]
+        return CellResult(figures, events, time.perf_counter() - start)
+
+    def _collect(self, kind: str, timeout_s: float | None, print_line: Callable[[str], None]) -> dict[int, Any]:
+        results: dict[int, Any] = {}
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while len(results) < self.world_size:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise RanksTimeout(
+                    f"ranks {sorted(set(range(self.world_size)) - set(results))} did not finish within "
+                    f"{timeout_s:.0f} s (a hung collective?); every rank was stopped"
+                )
+            for conn in wait(self.conns, timeout=1.0 if left is None else min(1.0, left)):
+                try:
+                    msg = conn.recv()  # type: ignore[union-attr]
+                except (EOFError, OSError):
+                    continue  # the exit check below reports it
+                self._handle(msg, kind, results, print_line)
+            for rank, p in enumerate(self.processes):
+                if p.poll() is not None and rank not in results:
+                    conn = self.conns[rank]
+                    while conn.poll():  # what the rank said before it exited
+                        self._handle(conn.recv(), kind, results, print_line)
+                    if rank not in results:
+                        raise RankError(f"rank {rank} exited (code {p.returncode}); every rank was stopped", rank)
+        return results
+
+    def _handle(
+        self, msg: tuple[str, int, Any], kind: str, results: dict[int, Any], print_line: Callable[[str], None]
+    ) -> None:
+        what, rank, payload = msg
+        if what == "out":
+            print_line(f"[rank {rank}] {payload}")
+        elif what == "error":
+            line = payload["line"]
+            where = f"cell line {line}" if line else "start-up"
+            raise RankError(
+                f"rank {rank} failed at {where}: {payload['error']}; every rank was stopped{payload['trace']}",
+                rank,
+                f"cell:{line}",
+            )
+        elif what == kind:
+            results[rank] = payload
+
+    def close(self) -> None:
+        """Stop every worker (ask, then SIGTERM, then SIGKILL) and reap them; idempotent."""
+        for conn in self.conns:
+            try:
+                conn.send(("stop",))
+            except (OSError, ValueError):
+                pass
+        deadline = time.monotonic() + 2.0
+        for p in self.processes:
+            try:
+                p.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                p.terminate()
+        for p in self.processes:
+            try:
+                p.wait(2.0)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        for conn in self.conns:
+            conn.close()
+        self.processes, self.conns = [], []
+        if _pools.get(self.world_size) is self:
+            del _pools[self.world_size]
+
+
+_pools: dict[int, RankPool] = {}
+
+
+def get_pool(world_size: int, **kwargs: Any) -> tuple[RankPool, bool]:
+    """The warm pool of ``world_size`` ranks (started if needed); returns ``(pool, started_now)``.
+
+    Pools of other sizes are closed first (the simulated ranks share the machine's cores).
+    """
+    pool = _pools.get(world_size)
+    if pool is not None and pool.alive():
+        return pool, False
+    shutdown()
+    pool = RankPool(world_size, **kwargs)
+    _pools[world_size] = pool
+    return pool, True
+
+
+def shutdown() -> None:
+    """Close every pool (no worker is left running)."""
+    for pool in list(_pools.values()):
+        pool.close()
+    _pools.clear()
+
+
+atexit.register(shutdown)

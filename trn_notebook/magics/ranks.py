@@ -1,0 +1,76 @@
+"""``%%trn ranks N [--timeout S] [--trace PATH] [--collect VARS] [--restart]``: run the cell on N ranks.
+
+Output streams as ``[rank k] …``; the cell's value is a pandas DataFrame of per-rank figures
+(placement, memory, modeled step and communication time, plus the ``--collect`` variables' values
+on each rank); the ranks' timelines are merged into one
+Perfetto trace file (``DataFrame.attrs["trace"]``). Workers stay warm between cells and are always
+stopped on error, interrupt, ``%trn ranks stop`` and kernel exit (see :mod:`trn_notebook.distributed.pool`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from IPython.core.error import UsageError
+
+from ..distributed import pool as rank_pool
+
+USAGE = "%%trn ranks N [--timeout SECONDS] [--trace PATH] [--collect VAR,VAR] [--restart]   |   %trn ranks stop"
+
+
+def _parse(line: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="%%trn ranks", add_help=False, exit_on_error=False)
+    parser.add_argument("ranks")
+    parser.add_argument("n", nargs="?")
+    parser.add_argument("--timeout", type=float, default=None)
+    parser.add_argument("--trace", default=None)
+    parser.add_argument("--restart", action="store_true")
+    parser.add_argument("--collect", default="")
+    try:
+        args, extra = parser.parse_known_args(shlex.split(line))
+    except (argparse.ArgumentError, ValueError) as exc:
+        raise UsageError(f"%%trn ranks: {exc}\ncorrect form: {USAGE}") from None
+    if extra:
+        raise UsageError(f"%%trn ranks: unexpected {' '.join(extra)!r}\ncorrect form: {USAGE}")
+    return args
+
+
+def ranks_magic(line: str, cell: str | None) -> Any:
+    """Run ``cell`` on N ranks (see the module docstring); raises ``UsageError`` for bad arguments."""
+    args = _parse(line)
+    if args.n == "stop" and cell is None:
+        rank_pool.shutdown()
+        return None
+    if cell is None:
+        raise UsageError(f"%trn ranks is a cell magic (or `%trn ranks stop`)\ncorrect form: {USAGE}")
+    try:
+        n = int(args.n)
+    except (TypeError, ValueError):
+        raise UsageError(f"%%trn ranks: expected a number of ranks, got {args.n!r}\ncorrect form: {USAGE}") from None
+    if not 1 <= n <= 16:
+        raise UsageError(
+            f"%%trn ranks: {n} ranks is outside 1–16 (each rank is a process on this machine)\ncorrect form: {USAGE}"
+        )
+    if args.timeout is not None and args.timeout <= 0:
+        raise UsageError(f"%%trn ranks: --timeout must be > 0 seconds\ncorrect form: {USAGE}")
+    collect = tuple(name.strip() for name in args.collect.split(",") if name.strip())
+    bad = [name for name in collect if not name.isidentifier()]
+    if bad:
+        raise UsageError(f"%%trn ranks: --collect takes variable names, got {bad}\ncorrect form: {USAGE}")
+    if args.restart:
+        rank_pool.shutdown()
+    pool, cold = rank_pool.get_pool(n)  # RankError / RanksTimeout propagate: every rank is stopped by then
+    result = pool.run(cell, timeout_s=args.timeout, collect=collect)
+    result.cold = cold
+    path = Path(args.trace) if args.trace else Path(tempfile.gettempdir()) / f"trn_ranks_{n}_trace.json"
+    path.write_text(json.dumps(result.chrome_trace()), encoding="utf-8")
+    frame = result.frame()
+    frame.attrs["trace"] = str(path)
+    frame.attrs["cold_start"] = cold
+    frame.attrs["wall_s"] = result.wall_s
+    return frame
