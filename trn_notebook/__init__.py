@@ -24,6 +24,10 @@ from .device import get_chip  # noqa: E402
 from .migration import report  # noqa: E402
 from .portcheck import port_check  # noqa: E402
 from .state import reset  # noqa: E402
+from .profiling import install as _install_profiler  # noqa: E402
+from .profiling import profile, profile_table, why_slow  # noqa: E402
+
+_install_profiler()  # torch.profiler on neuron gains the simulated device lanes (trn_notebook.profiling)
 
 __version__ = "0.1.0"
 
@@ -105,6 +109,8 @@ __all__ = [
     "phase",
     "placement_summary",
     "port_check",
+    "profile",
+    "profile_table",
     "report",
     "reset",
     "save_trace",
@@ -113,4 +119,5 @@ __all__ = [
     "set_op_category",
     "suggest_policy",
     "tune",
+    "why_slow",
 ]
