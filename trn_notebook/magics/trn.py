@@ -20,6 +20,7 @@ from ..status import status
 from . import render
 from .hooks import current_cell_number, describe_source
 from .parser import HelpRequested, help_text, parse
+from .profile import cmd_profile
 
 
 def _numbered_from_line_2(line: str, cell: str) -> str:
@@ -44,6 +45,8 @@ class TrnMagics(Magics):
         args.line = line
         handler = getattr(self, "_cmd_" + args.command)
         return handler(args, cell)
+
+    _cmd_profile = cmd_profile
 
     # -- device and cells --------------------------------------------------------------------------
     def _cmd_device(self, args: argparse.Namespace, cell: str | None) -> Any:

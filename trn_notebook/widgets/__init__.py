@@ -4,6 +4,7 @@ from .cache import CacheView
 from .dashboard import Dashboard
 from .memory import MemoryView
 from .placement import PlacementView
+from .timeline import TimelineWidget
 from .tuner import ShapeTuner
 
-__all__ = ["CacheView", "Dashboard", "MemoryView", "PlacementView", "ShapeTuner"]
+__all__ = ["CacheView", "Dashboard", "MemoryView", "PlacementView", "ShapeTuner", "TimelineWidget"]
