@@ -21,24 +21,27 @@ def link(
     ``owner[q]`` is the index of the innermost span on the query's thread with ``start <= t <= end``
     (-1 if none) and ``parent[s]`` the innermost span enclosing span ``s`` (-1 at top level).
     """
-    by_thread: dict[int, list[tuple[float, int, int]]] = defaultdict(list)
-    # kind 0 = span opening (sorted before a query at the same time), 1 = query
-    for i, (start, _end, tid) in enumerate(spans):
-        by_thread[tid].append((start, 0, i))
+    by_thread: dict[int, list[tuple[float, int, float, int]]] = defaultdict(list)
+    # (time, kind, -end, index): kind 0 = span opening, sorted before a query at the same time (kind 1);
+    # at equal starts the longer span comes first, so the outer one is pushed before the inner one
+    for i, (start, end, tid) in enumerate(spans):
+        by_thread[tid].append((start, 0, -end, i))
     for q, (t, tid) in enumerate(queries):
-        by_thread[tid].append((t, 1, q))
+        by_thread[tid].append((t, 1, 0.0, q))
     owner = [-1] * len(queries)
     parent = [-1] * len(spans)
     for items in by_thread.values():
-        # longer spans first at equal start, so the outer one is pushed before the inner one
-        items.sort(key=lambda x: (x[0], x[1], -spans[x[2]][1] if x[1] == 0 else 0))
+        items.sort()
         stack: list[int] = []
-        for t, kind, i in items:
-            while stack and spans[stack[-1]][1] < t:
+        ends: list[float] = []
+        for t, kind, neg_end, i in items:
+            while ends and ends[-1] < t:
+                ends.pop()
                 stack.pop()
             if kind == 0:
                 parent[i] = stack[-1] if stack else -1
                 stack.append(i)
+                ends.append(-neg_end)
             else:
                 owner[i] = stack[-1] if stack else -1
     return owner, parent

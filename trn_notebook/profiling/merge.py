@@ -51,7 +51,8 @@ def merge_trace(trace: dict[str, Any], session: Session, device_lanes: bool = Tr
         e = events[i]
         ts = float(e["ts"])
         spans.append((ts, ts + float(e.get("dur", 0.0)), int(e.get("tid", 0))))
-    owner, parent = link(spans, [(to_us(r[WALL_NS]), r[TID]) for r in recs])
+    offset = session.wall_offset_ns - base_ns
+    owner, parent = link(spans, [((r[WALL_NS] + offset) / 1000.0, r[TID]) for r in recs])
     for s in simulator_kernels(parent, owner):
         e = events[cpu_idx[s]]
         e["name"] = f"[neuron sim] {e.get('name', '')}"
