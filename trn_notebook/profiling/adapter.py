@@ -25,6 +25,7 @@ from typing import Any
 import torch
 import torch.autograd.profiler as _ap
 
+from ..device.autoload import real_backend_present
 from .link import link, simulator_kernels
 from .merge import merge_trace
 from .recorder import TID, WALL_NS, Session, recorder
@@ -57,7 +58,7 @@ def session_of(prof: Any) -> Session | None:
 def install() -> None:
     """Wrap the profiler methods (idempotent)."""
     cls = _ap.profile
-    if _originals:
+    if _originals or real_backend_present():  # real TorchNeuron brings its own Kineto plugin
         return
     for m in _METHODS:
         _originals[m] = cls.__dict__[m]

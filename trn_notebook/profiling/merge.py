@@ -71,8 +71,40 @@ def merge_trace(trace: dict[str, Any], session: Session, device_lanes: bool = Tr
     if not device_lanes:
         return trace
     hosts = [events[cpu_idx[o]] if o >= 0 else None for o in owner]
-    events.extend(_modeled_events(session, hosts, to_us))
+    backward = _backward_sources(session, events, cpu_idx, owner, parent)
+    events.extend(_modeled_events(session, hosts, to_us, backward))
     return trace
+
+
+def _backward_sources(
+    session: Session, events: list[dict[str, Any]], cpu_idx: list[int], owner: list[int], parent: list[int]
+) -> dict[int, tuple[Any, str]]:
+    """Records run by the autograd engine (no user frame) → the forward op's frame, via sequence numbers."""
+
+    def args(i: int) -> dict[str, Any]:
+        return events[cpu_idx[i]].get("args") or {}
+
+    seq_frame: dict[Any, Any] = {}
+    for r, o in zip(session.records, owner):
+        i = o
+        while r[FRAME] is not None and i >= 0:
+            a = args(i)
+            if "Sequence number" in a:
+                seq_frame.setdefault(a["Sequence number"], r[FRAME])
+                break
+            i = parent[i]
+    out: dict[int, tuple[Any, str]] = {}
+    for k, (r, o) in enumerate(zip(session.records, owner)):
+        i = o
+        while r[FRAME] is None and i >= 0:
+            name = events[cpu_idx[i]].get("name", "")
+            if name.startswith("autograd::engine::evaluate_function: "):
+                frame = seq_frame.get(args(i).get("Sequence number"))
+                if frame is not None:
+                    out[k] = (frame, name.rsplit(" ", 1)[-1])
+                break
+            i = parent[i]
+    return out
 
 
 def _wall_to_us(session: Session, base_ns: int) -> Any:
@@ -84,7 +116,9 @@ def _wall_to_us(session: Session, base_ns: int) -> Any:
     return to_us
 
 
-def _modeled_events(session: Session, hosts: list[dict[str, Any] | None], to_us: Any) -> list[dict[str, Any]]:
+def _modeled_events(
+    session: Session, hosts: list[dict[str, Any] | None], to_us: Any, backward: dict[int, tuple[Any, str]]
+) -> list[dict[str, Any]]:
     """The ``neuron:0 (modeled)`` process: metadata, lanes, flows and the HBM counter."""
     out: list[dict[str, Any]] = [
         {"ph": "M", "name": "process_name", "pid": PID, "tid": 0, "args": {"name": "neuron:0 (modeled)"}},
@@ -115,7 +149,7 @@ def _modeled_events(session: Session, hosts: list[dict[str, Any] | None], to_us:
     last_alloc = -1
     flow_id = FLOW_BASE
     k = 0
-    for r, host_op in zip(session.records, hosts):
+    for n, (r, host_op) in enumerate(zip(session.records, hosts)):
         while k < len(starts) and starts[k] <= r[WALL_NS]:
             k += 1
         shift = cum[k] * 1e6
@@ -126,6 +160,10 @@ def _modeled_events(session: Session, hosts: list[dict[str, Any] | None], to_us:
         detail = r[DETAIL]
         frame = frames.get(r[FRAME]) if r[FRAME] is not None else None
         args: dict[str, Any] = {"source": frame[0], "code": frame[1]} if frame else {}
+        if frame is None and n in backward:
+            fwd, node = backward[n]
+            where, code = frames.get(fwd, ("", ""))
+            args = {"source": f"{where} (backward)", "code": code, "autograd_node": node}
         if host_op is not None:
             args["host_op"] = host_op.get("name", "")
             hargs = host_op.get("args") or {}

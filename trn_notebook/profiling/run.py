@@ -134,6 +134,12 @@ def profile(
     """
     if torch._C._get_privateuse1_backend_name() != "neuron":
         raise RuntimeError("the neuron device is not registered: `import trn_notebook` first (it registers 'neuron')")
+    from ..backends import current
+
+    current().require_simulator(
+        "trn_notebook.profile() (modeled device lanes)",
+        "torch.profiler.profile(activities=[CPU, PrivateUse1]) with TorchNeuron's NeuronConfig, viewed in Neuron Explorer",
+    )
     result = ProfileResult(config or NeuronConfig())
     prof = torch.profiler.profile(
         activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1],
