@@ -180,7 +180,7 @@ def _modeled_events(
             ev = _x(kind, args["op"], start, dur, args)
             out.append(ev)
             if kind == "graph" and detail is not None:
-                kernels = _graph_kernels(detail, start, args.get("source", ""))
+                kernels = _graph_kernels(detail, start, args.get("source", ""), args.get("code", ""))
                 args["has_kernels"] = bool(kernels)
                 out.extend(kernels)
         else:
@@ -241,7 +241,7 @@ def _host_run(start: float, end: float, n: int) -> dict[str, Any]:
     return _x("host", f"dispatch ({n} launches)", start, max(0.0, end - start), {"launches": n})
 
 
-def _graph_kernels(exe: Any, start_us: float, source: str) -> list[dict[str, Any]]:
+def _graph_kernels(exe: Any, start_us: float, source: str, code: str = "") -> list[dict[str, Any]]:
     """One slice per kernel of a compiled graph's schedule, with its IR nodes and their user lines."""
     schedule = getattr(exe, "schedule", None)
     graph = getattr(exe, "graph", None)
@@ -259,13 +259,15 @@ def _graph_kernels(exe: Any, start_us: float, source: str) -> list[dict[str, Any
         members = nodes_by_kernel.get(kn.index, [])
         lines = sorted({n.source for n in members if n.source})
         nodes = [f"{', '.join(o for o in n.outs if o)} = {n.op}" for n in members][:12]
+        # nodes traced inside library code (an nn.Module's forward) have no user frame: use the call's line
+        lines = lines or ([source] if source else [])
         args = {
             "op": f"kernel {kn.index}: {'+'.join(dict.fromkeys(kn.ops))}",
             "engine": kn.engine,
             "ir_nodes": nodes,
-            "source": lines[0] if lines else source,
+            "source": lines[0] if lines else "",
             "sources": lines,
-            "code": code_for(lines[0]) if lines else "",
+            "code": (code_for(lines[0]) or code) if lines else "",
             "modeled_us": kn.device_s * 1e6,
             "graph": getattr(exe, "launch_name", ""),
         }
