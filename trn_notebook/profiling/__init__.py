@@ -83,6 +83,7 @@ def profile_table(prof: Any) -> pd.DataFrame:
     return df.sort_values(["self_device_ms", "self_cpu_ms"], ascending=False, ignore_index=True)
 
 
+from .memory import fragmentation, install_memory_namespace  # noqa: E402
 from .run import NoDeviceActivity, ProfileResult, profile  # noqa: E402
 from .summary import Summary, why_slow  # noqa: E402
 from .traceio import TraceFormatError, load_trace, validate_chrome_trace  # noqa: E402
@@ -95,7 +96,9 @@ __all__ = [
     "Summary",
     "TraceFormatError",
     "adapter",
+    "fragmentation",
     "install",
+    "install_memory_namespace",
     "load_trace",
     "profile",
     "profile_table",
