@@ -23,10 +23,10 @@ from .api import (  # noqa: E402
 from .device import get_chip  # noqa: E402
 from .migration import report  # noqa: E402
 from .portcheck import port_check  # noqa: E402
-from .state import reset  # noqa: E402
 from .profiling import install as _install_profiler  # noqa: E402
 from .profiling import install_memory_namespace as _install_memory_namespace  # noqa: E402
 from .profiling import profile, profile_table, why_slow  # noqa: E402
+from .state import reset  # noqa: E402
 
 _install_profiler()  # torch.profiler on neuron gains the simulated device lanes (trn_notebook.profiling)
 _install_memory_namespace()  # torch.neuron.memory._record_memory_history / _snapshot / _dump_snapshot
