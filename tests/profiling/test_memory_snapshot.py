@@ -73,3 +73,30 @@ def test_fragmentation_table_and_oom_message_name_fragmentation():
         keep.clear()
     finally:
         allocator.capacity = capacity
+
+
+def test_snapshot_widget_owners_sites_and_magic(recording):
+    from IPython.core.error import UsageError
+    from IPython.testing import globalipapp
+    from torch import nn
+
+    from trn_notebook.widgets.memory_snapshot import MemorySnapshotWidget
+
+    model = nn.Linear(128, 128).to("neuron")
+    opt = torch.optim.Adam(model.parameters())
+    model(torch.ones(8, 128, device="neuron")).sum().backward()
+    opt.step()
+    w = MemorySnapshotWidget()
+    owners = {w.owners[o] for _, _, _, blocks in w.segments for _, _, o in blocks if o >= 0}
+    assert {"parameters", "gradients", "optimizer state"} <= owners
+    assert w.sites and w.sites[0][1] > 0 and "test_memory_snapshot.py" in w.fallback_html()
+    assert w.totals["allocated"] == allocator.counters.allocated
+    ip = globalipapp.get_ipython()
+    ip.run_line_magic("load_ext", "trn_notebook")
+    try:
+        assert isinstance(ip.run_line_magic("trn", "memory --snapshot"), MemorySnapshotWidget)
+        torch.neuron.memory._record_memory_history(enabled=None)
+        with pytest.raises(UsageError, match="_record_memory_history"):
+            ip.run_line_magic("trn", "memory --snapshot")
+    finally:
+        ip.run_line_magic("unload_ext", "trn_notebook")

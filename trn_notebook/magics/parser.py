@@ -99,6 +99,7 @@ def build_parser() -> Parser:
     p.add_argument("--op", metavar="GLOBS", help="with --table: only these ops, e.g. 'add,nn.functional.*'")
     p.add_argument("--full", action="store_true", help="with --table: every sample, not the quick subset")
     p = add("memory", "device memory counters")
+    p.add_argument("--snapshot", action="store_true", help="segments by owner and top allocation sites")
     p.add_argument("--reset-peak", action="store_true", help="reset the peaks to current values")
     p.add_argument("--empty-cache", action="store_true", help="release cached segments")
     p = add("cache", "the persistent compile cache")

@@ -71,3 +71,13 @@ def cmd_profile(self: Any, args: argparse.Namespace, cell: str) -> Any:
     if error is not None:
         raise error
     return None
+
+
+def memory_snapshot() -> Any:
+    """``%trn memory --snapshot``: the snapshot widget, or how to start recording (``UsageError``)."""
+    from ..profiling.memory import NOT_RECORDING, history
+    from ..widgets.memory_snapshot import MemorySnapshotWidget
+
+    if history.entries is None:
+        raise UsageError(f"%trn memory --snapshot: {NOT_RECORDING}")
+    return MemorySnapshotWidget()

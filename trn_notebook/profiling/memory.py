@@ -10,6 +10,7 @@ this package never reads one.
 
 from __future__ import annotations
 
+import os
 import pickle
 import sys
 import threading
@@ -39,6 +40,7 @@ class _History:
         self.lock = threading.Lock()
         self.entries: deque[dict[str, Any]] | None = None
         self.block_frames: dict[int, list[dict[str, Any]]] = {}
+        self.block_owner: dict[int, str] = {}
         self.stacks = True
         self.t0 = time.perf_counter()
 
@@ -46,32 +48,62 @@ class _History:
         entries = self.entries
         if entries is None:
             return
-        frames = _frames() if self.stacks and action in ("alloc", "oom") else []
+        frames, owner = _frames() if self.stacks and action in ("alloc", "oom") else ([], "")
         entry = {"action": action, "addr": addr, "size": size, "stream": 0, "frames": frames,
                  "time_us": int((time.perf_counter() - self.t0) * 1e6), "device_free": 0}  # fmt: skip
         if action == "alloc":
             self.block_frames[addr] = frames
+            self.block_owner[addr] = owner
             entry["requested_size"] = requested
         elif action == "free_completed":
             entry["frames"] = self.block_frames.pop(addr, [])
+            self.block_owner.pop(addr, None)
         entries.append(entry)
+
+    def snapshot(self) -> int:
+        """Trace entries held (0 when not recording)."""
+        return len(self.entries) if self.entries is not None else 0
+
+    def reset(self) -> None:
+        """Forget the recorded entries (recording, if on, continues)."""
+        with self.lock:
+            if self.entries is not None:
+                self.entries.clear()
 
 
 history = _History()
 
 
-def _frames() -> list[dict[str, Any]]:
-    """User frames, innermost first, as PyTorch's ``{filename, line, name}``; cells as ``cell [N]``."""
+OWNERS = ("parameters", "gradients", "optimizer state", "activations", "workspace")
+_OPTIM = f"{os.sep}torch{os.sep}optim{os.sep}"
+_MODULE = f"{os.sep}torch{os.sep}nn{os.sep}modules{os.sep}module.py"
+_EXECUTABLE = f"compiler{os.sep}executable.py"
+
+
+def _frames() -> tuple[list[dict[str, Any]], str]:
+    """User frames, innermost first, as PyTorch's ``{filename, line, name}`` (cells as ``cell [N]``), and
+    the block's owner guessed from the whole stack: optimizer code, ``Module.to``, a compiled graph's
+    scratch arena, the autograd engine's thread, else activations."""
     out: list[dict[str, Any]] = []
+    owner = ""
     f = sys._getframe(1)
-    while f is not None and len(out) < MAX_FRAMES:
+    while f is not None:
         filename = f.f_code.co_filename
-        if not filename.startswith(_SKIP_DIRS) and not filename.startswith("<frozen"):
+        if not owner:
+            if _OPTIM in filename:
+                owner = "optimizer state"
+            elif filename.endswith(_MODULE) and f.f_code.co_name == "_apply":
+                owner = "parameters"
+            elif filename.endswith(_EXECUTABLE):
+                owner = "workspace"
+        if len(out) < MAX_FRAMES and not filename.startswith(_SKIP_DIRS) and not filename.startswith("<frozen"):
             where = _format_source(filename, f.f_lineno)
             name = where.rsplit(" line ", 1)[0] if where.startswith("cell [") else filename
             out.append({"filename": name, "line": f.f_lineno, "name": f.f_code.co_name})
         f = f.f_back
-    return out
+    if not owner:
+        owner = "activations" if threading.current_thread() is threading.main_thread() else "gradients"
+    return out, owner
 
 
 def _record_memory_history(
@@ -94,6 +126,7 @@ def _record_memory_history(
             allocator.observer = None
             history.entries = None
             history.block_frames.clear()
+            history.block_owner.clear()
             return
         if history.entries is None or clear_history or history.entries.maxlen != max_entries:
             old = list(history.entries or ())[-max_entries:] if not clear_history else []
@@ -123,7 +156,8 @@ def _snapshot(device: Any = None) -> dict[str, Any]:
                     requested += b.requested
                 blocks.append(
                     {"address": b.addr, "size": b.size, "requested_size": b.requested, "state": state,
-                     "frames": [] if b.free else history.block_frames.get(b.addr, [])}
+                     "frames": [] if b.free else history.block_frames.get(b.addr, []),
+                     "owner": "" if b.free else history.block_owner.get(b.addr, "")}
                 )  # fmt: skip
                 b = b.next
             segments.append(
