@@ -103,7 +103,7 @@ def install() -> None:
 
     for fn in (_start_trace, __exit__, _ensure_function_events, export_chrome_trace):
         fn.__doc__ = getattr(_originals[fn.__name__], "__doc__", None)
-        fn.__wrapped__ = _originals[fn.__name__]  # type: ignore[attr-defined]
+        fn.__wrapped__ = _originals[fn.__name__]  # type: ignore[union-attr]
         setattr(cls, fn.__name__, fn)
 
 

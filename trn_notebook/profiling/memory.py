@@ -86,7 +86,7 @@ def _frames() -> tuple[list[dict[str, Any]], str]:
     scratch arena, the autograd engine's thread, else activations."""
     out: list[dict[str, Any]] = []
     owner = ""
-    f = sys._getframe(1)
+    f: Any = sys._getframe(1)
     while f is not None:
         filename = f.f_code.co_filename
         if not owner:

@@ -121,7 +121,7 @@ def _user_frame(frames: dict[tuple[str, int], tuple[str, str]]) -> tuple[str, in
     """The innermost user frame as ``(filename, line)``; formatted once per distinct line."""
     from ..device.placement import _SKIP_DIRS
 
-    f = _getframe(2)
+    f: Any = _getframe(2)
     while f is not None:
         filename = f.f_code.co_filename
         if not filename.startswith(_SKIP_DIRS) and not filename.startswith("<frozen"):

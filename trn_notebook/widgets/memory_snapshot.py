@@ -49,7 +49,8 @@ class MemorySnapshotWidget(TrnWidget):
         snap = self._given if self._given is not None else _snapshot()
         owner_index = {o: i for i, o in enumerate(OWNERS)}
         segs = sorted(snap["segments"], key=lambda s: -s["total_size"])
-        out, sites = [], {}
+        out: list[list[Any]] = []
+        sites: dict[str, list[Any]] = {}
         for seg in segs:
             blocks = []
             for b in seg["blocks"]:
