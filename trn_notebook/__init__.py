@@ -25,7 +25,13 @@ from .distributed import compare_ranks  # noqa: E402, F401 - public API
 from .distributed import register as _register_distributed  # noqa: E402 - the "neuron" c10d backend
 from .migration import report  # noqa: E402
 from .portcheck import port_check  # noqa: E402
+from .profiling import install as _install_profiler  # noqa: E402
+from .profiling import install_memory_namespace as _install_memory_namespace  # noqa: E402
+from .profiling import profile, profile_table, why_slow  # noqa: E402
 from .state import reset  # noqa: E402
+
+_install_profiler()  # torch.profiler on neuron gains the simulated device lanes (trn_notebook.profiling)
+_install_memory_namespace()  # torch.neuron.memory._record_memory_history / _snapshot / _dump_snapshot
 
 __version__ = "0.1.0"
 
@@ -108,6 +114,8 @@ __all__ = [
     "phase",
     "placement_summary",
     "port_check",
+    "profile",
+    "profile_table",
     "report",
     "reset",
     "save_trace",
@@ -116,4 +124,5 @@ __all__ = [
     "set_op_category",
     "suggest_policy",
     "tune",
+    "why_slow",
 ]

@@ -80,7 +80,7 @@ class Executable:
             else:
                 result.append(o)
         wall = _perf() - t0
-        clocks.launch(self.launch_name, self.device_s, self.host_s, wall, kind="graph")
+        clocks.launch(self.launch_name, self.device_s, self.host_s, wall, kind="graph", detail=self)
         placement_log.record(self.launch_name, "native", wall, self.device_s)
         self._count(wall)
         return result

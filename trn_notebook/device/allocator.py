@@ -21,7 +21,7 @@ import bisect
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -188,6 +188,8 @@ class CachingAllocator:
         self._pools = {True: _Pool(small=True), False: _Pool(small=False)}
         self._segments: list[Segment] = []
         self.counters = MemoryCounters()
+        # set only while memory history is recorded: fn(action, addr, size, requested) (trn_notebook.profiling)
+        self.observer: Callable[[str, int, int, int], None] | None = None
         self.phase: str = "default"
         self.phase_peaks: dict[str, dict[str, int]] = {}
         self.timeline: deque[tuple[float, int, int, int, str]] = deque(maxlen=TIMELINE_CAPACITY)
@@ -223,6 +225,8 @@ class CachingAllocator:
                 c.peak_active = c.active
             self._phase_peak()
             self._sample()
+            if self.observer is not None:
+                self.observer("alloc", block.addr, block.size, nbytes)
             return block
 
     def free(self, block: Block) -> None:
@@ -236,6 +240,8 @@ class CachingAllocator:
             c.num_frees += 1
             block.segment.used -= block.size
             block.free = True
+            if self.observer is not None:
+                self.observer("free_completed", block.addr, block.size, block.requested)
             block.requested = 0
             self._pools[block.segment.small].push(block)
             self._sample()
@@ -254,6 +260,8 @@ class CachingAllocator:
                         b = b.next
                     released += seg.size
                     self.counters.num_segment_frees += 1
+                    if self.observer is not None:
+                        self.observer("segment_free", seg.addr, seg.size, 0)
                 else:
                     keep.append(seg)
             self._segments = keep
@@ -296,11 +304,14 @@ class CachingAllocator:
             if c.reserved + seg_size > self.capacity:
                 c.num_ooms += 1
                 self.oom_events.append((time.perf_counter() - self._t0, nbytes, self.phase))
+                if self.observer is not None:
+                    self.observer("oom", 0, nbytes, nbytes)
                 free = self.capacity - c.allocated
                 raise OutOfDeviceMemory(
                     f"neuron out of memory (simulated HBM): tried to allocate {_fmt(nbytes)}; "
                     f"{_fmt(max(free, 0))} free of {_fmt(self.capacity)} capacity; "
                     f"{_fmt(c.allocated)} allocated, {_fmt(c.reserved)} reserved by the caching allocator. "
+                    f"{self._fragmentation_note(size, free)}"
                     "Free tensors you no longer need (del, then torch.neuron.empty_cache()), use a smaller "
                     "batch or sequence bucket, or bfloat16 weights. Nothing already allocated was lost.",
                     asked=nbytes,
@@ -315,9 +326,22 @@ class CachingAllocator:
         self._segments.append(seg)
         c.reserved += seg_size
         c.num_segments += 1
+        if self.observer is not None:
+            self.observer("segment_alloc", seg.addr, seg_size, 0)
         if c.reserved > c.peak_reserved:
             c.peak_reserved = c.reserved
         return block
+
+    def _fragmentation_note(self, size: int, free: int) -> str:
+        """When the free bytes would hold the request but no free block does: say it is fragmentation."""
+        if free < size:
+            return ""
+        largest = max((b.size for p in self._pools.values() for b in _free_blocks(p)), default=0)
+        return (
+            f"Fragmentation, not capacity: the free bytes would hold it, but the largest free block is "
+            f"{_fmt(largest)} (free memory is split across {len(self._segments)} live segments; see "
+            "trn_notebook.profiling.fragmentation()). "
+        )
 
     def _split(self, block: Block, size: int, pool: _Pool) -> None:
         rest = Block(addr=block.addr + size, size=block.size - size, segment=block.segment)
@@ -437,6 +461,10 @@ class CachingAllocator:
             c.peak_allocated, c.peak_active, c.peak_reserved = c.allocated, c.active, c.reserved
             self.phase_peaks = {}
             self._phase_peak()
+
+
+def _free_blocks(pool: _Pool) -> list[Block]:
+    return [b for stack in pool.free.values() for b in stack]
 
 
 def allocator_timeline_columns() -> list[str]:

@@ -14,11 +14,14 @@ import dataclasses
 import threading
 from array import array
 from collections import deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 TIMELINE_CAPACITY = 20_000
+
+Observer = Callable[[str, str, float, float, float, Any], None]
+"""``fn(kind, name, start_s, duration_s, sim_host_s, detail)``: called for every event while set."""
 
 
 class EventRing:
@@ -120,8 +123,11 @@ class Clocks:
     def __init__(self) -> None:
         self.lock = threading.RLock()
         self.state = ClockState()
+        self.observer: Observer | None = None  # set only while a profiler records (trn_notebook.profiling)
 
-    def launch(self, name: str, device_s: float, host_s: float, wall_s: float, kind: str = "op") -> None:
+    def launch(
+        self, name: str, device_s: float, host_s: float, wall_s: float, kind: str = "op", detail: Any = None
+    ) -> None:
         """Charge one device launch: host dispatch, then the kernel on the device queue."""
         st = self.state
         with self.lock:
@@ -132,12 +138,16 @@ class Clocks:
             st.wall_s += wall_s
             st.launches += 1
             st.events.append(kind, name, start, device_s)
+            if self.observer is not None:
+                self.observer(kind, name, start, device_s, st.sim_host_s, detail)
 
-    def host_work(self, name: str, host_s: float, wall_s: float) -> None:
+    def host_work(self, name: str, host_s: float, wall_s: float, detail: Any = None) -> None:
         """Charge host-only time (a CPU fallback's compute or a transfer the host waits for)."""
         st = self.state
         with self.lock:
             st.events.append("host", name, st.sim_host_s, host_s)
+            if self.observer is not None:
+                self.observer("host", name, st.sim_host_s, host_s, st.sim_host_s + host_s, detail)
             st.sim_host_s += host_s
             st.wall_s += wall_s
 
@@ -177,6 +187,8 @@ class Clocks:
             st.in_group = 0
             st.sync_log.append((reason, where, st.sim_host_s))
             st.events.append("sync", reason, st.sim_host_s, 0.0)
+            if self.observer is not None:
+                self.observer("sync", reason, st.sim_host_s - wait, wait, st.sim_host_s, where)
             return wait
 
     def snapshot(self) -> ClockSnapshot:

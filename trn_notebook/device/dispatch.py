@@ -367,7 +367,9 @@ def _account(
             )
     clocks.sync(f"fallback aten::{name}")
     moved = costmodel.transfer_seconds(in_bytes) + costmodel.transfer_seconds(out_bytes)
-    clocks.host_work(name, moved + cpu_s, wall_s)
+    clocks.host_work(
+        name, moved + cpu_s, wall_s, {"fallback": True, "copy_s": moved, "h2d": out_bytes, "d2h": in_bytes}
+    )
     # Its modeled cost is the copies both ways plus the host compute: what it adds to the critical path.
     placement_log.record(name, "cpu_fallback", wall_s, moved + cpu_s, h2d=out_bytes, d2h=in_bytes)
 
@@ -390,5 +392,5 @@ def record_sync(reason: str) -> None:
 def record_transfer(name: str, h2d: int, d2h: int, wall_s: float) -> None:
     """Charge a host<->device copy to the clocks and the placement log."""
     moved = costmodel.transfer_seconds(h2d + d2h)
-    clocks.host_work(name, moved, wall_s)
+    clocks.host_work(name, moved, wall_s, {"transfer": True, "h2d": h2d, "d2h": d2h})
     placement_log.record(name, "native", wall_s, moved, h2d=h2d, d2h=d2h)

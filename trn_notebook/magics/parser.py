@@ -14,7 +14,7 @@ from typing import NoReturn
 
 from IPython.core.error import UsageError
 
-CELL_MODES = ("eager", "compile")  # only as %%trn
+CELL_MODES = ("eager", "compile", "profile")  # only as %%trn
 LINE_ONLY = ("device", "status", "ops", "memory", "cache", "shapes", "explain", "report", "dashboard", "help")
 SUBCOMMANDS = (*LINE_ONLY[:1], *CELL_MODES, *LINE_ONLY[1:], "timeit")
 STAGES = ("fx", "aten", "ir", "passes", "schedule")
@@ -87,6 +87,11 @@ def build_parser() -> Parser:
     p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help="compiler option")
     p.add_argument("--buckets", metavar="SPEC", help="shape buckets: pow2:MIN-MAX | step:S:MIN-MAX | list:A,B,…")
 
+    from .profile import add_arguments as add_profile_arguments
+
+    add_profile_arguments(
+        add("profile", "(%%trn) profile the cell: timeline and why it is slow"), _positive, _nonnegative
+    )
     add("status", "device, memory, compile cache and fallbacks in one card")
     p = add("ops", "the op placement log")
     p.add_argument("--reset", action="store_true", help="clear the log after showing it")
@@ -94,6 +99,7 @@ def build_parser() -> Parser:
     p.add_argument("--op", metavar="GLOBS", help="with --table: only these ops, e.g. 'add,nn.functional.*'")
     p.add_argument("--full", action="store_true", help="with --table: every sample, not the quick subset")
     p = add("memory", "device memory counters")
+    p.add_argument("--snapshot", action="store_true", help="segments by owner and top allocation sites")
     p.add_argument("--reset-peak", action="store_true", help="reset the peaks to current values")
     p.add_argument("--empty-cache", action="store_true", help="release cached segments")
     p = add("cache", "the persistent compile cache")

@@ -20,6 +20,7 @@ from ..status import status
 from . import render
 from .hooks import current_cell_number, describe_source
 from .parser import HelpRequested, help_text, parse
+from .profile import cmd_profile, memory_snapshot
 
 
 def _numbered_from_line_2(line: str, cell: str) -> str:
@@ -48,6 +49,8 @@ class TrnMagics(Magics):
         args.line = line
         handler = getattr(self, "_cmd_" + args.command)
         return handler(args, cell)
+
+    _cmd_profile = cmd_profile
 
     # -- device and cells --------------------------------------------------------------------------
     def _cmd_device(self, args: argparse.Namespace, cell: str | None) -> Any:
@@ -172,6 +175,8 @@ class TrnMagics(Magics):
         return render.render_ops(session.ops(reset=args.reset), reset=args.reset)
 
     def _cmd_memory(self, args: argparse.Namespace, cell: str | None) -> Any:
+        if args.snapshot:
+            return memory_snapshot()
         return render.render_memory(session.memory(reset_peak=args.reset_peak, empty_cache=args.empty_cache))
 
     def _cmd_cache(self, args: argparse.Namespace, cell: str | None) -> Any:

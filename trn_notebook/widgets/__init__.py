@@ -3,7 +3,17 @@
 from .cache import CacheView
 from .dashboard import Dashboard
 from .memory import MemoryView
+from .memory_snapshot import MemorySnapshotWidget
 from .placement import PlacementView
+from .timeline import TimelineWidget
 from .tuner import ShapeTuner
 
-__all__ = ["CacheView", "Dashboard", "MemoryView", "PlacementView", "ShapeTuner"]
+__all__ = [
+    "CacheView",
+    "Dashboard",
+    "MemorySnapshotWidget",
+    "MemoryView",
+    "PlacementView",
+    "ShapeTuner",
+    "TimelineWidget",
+]

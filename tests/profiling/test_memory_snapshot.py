@@ -1,0 +1,102 @@
+"""torch.neuron.memory._record_memory_history / _snapshot / _dump_snapshot in PyTorch's format; fragmentation."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.cuda import _memory_viz
+
+import trn_notebook
+from trn_notebook.device.allocator import OutOfDeviceMemory
+from trn_notebook.device.runtime import allocator
+from trn_notebook.profiling import fragmentation
+
+pytestmark = pytest.mark.usefixtures("fresh_device")
+
+
+@pytest.fixture
+def recording():
+    torch.neuron.memory._record_memory_history(max_entries=10_000, clear_history=True)
+    yield torch.neuron.memory
+    torch.neuron.memory._record_memory_history(enabled=None)
+
+
+def test_snapshot_has_pytorch_structure_and_frames(recording, tmp_path):
+    x = torch.ones(512, 512, device="neuron")  # ALLOC_LINE
+    y = x * 2
+    del x
+    snap = recording._snapshot()
+    blocks = [b for s in snap["segments"] for b in s["blocks"]]
+    live = [b for b in blocks if b["state"] == "active_allocated"]
+    assert any(b["requested_size"] == 512 * 512 * 4 for b in live)
+    frames = next(b["frames"] for b in live if b["requested_size"] == 512 * 512 * 4)
+    assert (
+        frames[0]["filename"].endswith("test_memory_snapshot.py")
+        and frames[0]["name"] == "test_snapshot_has_pytorch_structure_and_frames"
+    )
+    actions = [e["action"] for e in snap["device_traces"][0]]
+    assert "alloc" in actions and "free_completed" in actions and "segment_alloc" in actions
+    assert sum(s["allocated_size"] for s in snap["segments"]) == allocator.counters.allocated
+    # PyTorch's own tooling reads it
+    assert "total_allocated" in _memory_viz.segsum(snap)
+    assert _memory_viz.memory(snap, format_flamegraph=lambda lines: lines)
+    path = recording._dump_snapshot(tmp_path / "snap.pickle")
+    assert path.stat().st_size > 0
+    del y
+
+
+def test_snapshot_without_history_says_how_to_start():
+    torch.neuron.memory._record_memory_history(enabled=None)
+    with pytest.raises(RuntimeError, match=r"_record_memory_history\(\)"):
+        torch.neuron.memory._snapshot()
+    with pytest.raises(ValueError, match="enabled"):
+        torch.neuron.memory._record_memory_history(enabled="yes")
+
+
+def test_fragmentation_table_and_oom_message_name_fragmentation():
+    capacity = allocator.capacity
+    try:
+        trn_notebook.set_memory_capacity(64 << 20)
+        keep, drop = [], []
+        for i in range(6):  # 6 x 8 MiB in 20 MiB segments; every other one freed: 24 MiB free, split
+            t = torch.empty(2 << 20, device="neuron")
+            (keep if i % 2 else drop).append(t)
+        drop.clear()
+        table = fragmentation()
+        large = table[table.pool == "large"]
+        assert large.free_bytes.sum() >= 24 << 20
+        assert large.largest_free_block.max() < 16 << 20 and large.fragmentation.max() > 0
+        free = allocator.capacity - allocator.counters.allocated
+        assert free >= 16 << 20  # "allocated says there is room"
+        with pytest.raises(OutOfDeviceMemory, match="Fragmentation, not capacity"):
+            torch.empty(4 << 20, device="neuron")  # 16 MiB: no free block that large
+        keep.clear()
+    finally:
+        allocator.capacity = capacity
+
+
+def test_snapshot_widget_owners_sites_and_magic(recording):
+    from IPython.core.error import UsageError
+    from IPython.testing import globalipapp
+    from torch import nn
+
+    from trn_notebook.widgets.memory_snapshot import MemorySnapshotWidget
+
+    model = nn.Linear(128, 128).to("neuron")
+    opt = torch.optim.Adam(model.parameters())
+    model(torch.ones(8, 128, device="neuron")).sum().backward()
+    opt.step()
+    w = MemorySnapshotWidget()
+    owners = {w.owners[o] for _, _, _, blocks in w.segments for _, _, o in blocks if o >= 0}
+    assert {"parameters", "gradients", "optimizer state"} <= owners
+    assert w.sites and w.sites[0][1] > 0 and "test_memory_snapshot.py" in w.fallback_html()
+    assert w.totals["allocated"] == allocator.counters.allocated
+    ip = globalipapp.get_ipython()
+    ip.run_line_magic("load_ext", "trn_notebook")
+    try:
+        assert isinstance(ip.run_line_magic("trn", "memory --snapshot"), MemorySnapshotWidget)
+        torch.neuron.memory._record_memory_history(enabled=None)
+        with pytest.raises(UsageError, match="_record_memory_history"):
+            ip.run_line_magic("trn", "memory --snapshot")
+    finally:
+        ip.run_line_magic("unload_ext", "trn_notebook")

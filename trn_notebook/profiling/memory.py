@@ -1,0 +1,228 @@
+"""``torch.neuron.memory._record_memory_history`` / ``_snapshot`` / ``_dump_snapshot`` in PyTorch's format.
+
+The snapshot has PyTorch's structure (``segments`` with ``blocks``, ``device_traces`` of ``alloc`` /
+``free_completed`` / ``segment_alloc`` / ``segment_free`` / ``oom`` events with stack ``frames``), so
+``torch.cuda._memory_viz`` and PyTorch's memory visualizer read it; notebook frames are named
+``cell [N]`` (``line`` is the cell's line). :func:`fragmentation` is a table per segment: free bytes
+vs the largest free block. The dump is a pickle as PyTorch writes it (for the user's own tools);
+this package never reads one.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import sys
+import threading
+import time
+from collections import deque
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..device.placement import _SKIP_DIRS
+from ..device.runtime import allocator
+from .recorder import _format_source
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+MAX_FRAMES = 12
+NOT_RECORDING = (
+    "memory history is not being recorded: call torch.neuron.memory._record_memory_history() before the code "
+    "you want to see, then take the snapshot"
+)
+
+
+class _History:
+    """The recorder (one per process): trace entries and the frames of each live block."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.entries: deque[dict[str, Any]] | None = None
+        self.block_frames: dict[int, list[dict[str, Any]]] = {}
+        self.block_owner: dict[int, str] = {}
+        self.stacks = True
+        self.t0 = time.perf_counter()
+
+    def observe(self, action: str, addr: int, size: int, requested: int) -> None:
+        entries = self.entries
+        if entries is None:
+            return
+        frames, owner = _frames() if self.stacks and action in ("alloc", "oom") else ([], "")
+        entry = {"action": action, "addr": addr, "size": size, "stream": 0, "frames": frames,
+                 "time_us": int((time.perf_counter() - self.t0) * 1e6), "device_free": 0}  # fmt: skip
+        if action == "alloc":
+            self.block_frames[addr] = frames
+            self.block_owner[addr] = owner
+            entry["requested_size"] = requested
+        elif action == "free_completed":
+            entry["frames"] = self.block_frames.pop(addr, [])
+            self.block_owner.pop(addr, None)
+        entries.append(entry)
+
+    def snapshot(self) -> int:
+        """Trace entries held (0 when not recording)."""
+        return len(self.entries) if self.entries is not None else 0
+
+    def reset(self) -> None:
+        """Forget the recorded entries (recording, if on, continues)."""
+        with self.lock:
+            if self.entries is not None:
+                self.entries.clear()
+
+
+history = _History()
+
+
+OWNERS = ("parameters", "gradients", "optimizer state", "activations", "workspace")
+_OPTIM = f"{os.sep}torch{os.sep}optim{os.sep}"
+_MODULE = f"{os.sep}torch{os.sep}nn{os.sep}modules{os.sep}module.py"
+_EXECUTABLE = f"compiler{os.sep}executable.py"
+
+
+def _frames() -> tuple[list[dict[str, Any]], str]:
+    """User frames, innermost first, as PyTorch's ``{filename, line, name}`` (cells as ``cell [N]``), and
+    the block's owner guessed from the whole stack: optimizer code, ``Module.to``, a compiled graph's
+    scratch arena, the autograd engine's thread, else activations."""
+    out: list[dict[str, Any]] = []
+    owner = ""
+    f: Any = sys._getframe(1)
+    while f is not None:
+        filename = f.f_code.co_filename
+        if not owner:
+            if _OPTIM in filename:
+                owner = "optimizer state"
+            elif filename.endswith(_MODULE) and f.f_code.co_name == "_apply":
+                owner = "parameters"
+            elif filename.endswith(_EXECUTABLE):
+                owner = "workspace"
+        if len(out) < MAX_FRAMES and not filename.startswith(_SKIP_DIRS) and not filename.startswith("<frozen"):
+            where = _format_source(filename, f.f_lineno)
+            name = where.rsplit(" line ", 1)[0] if where.startswith("cell [") else filename
+            out.append({"filename": name, "line": f.f_lineno, "name": f.f_code.co_name})
+        f = f.f_back
+    if not owner:
+        owner = "activations" if threading.current_thread() is threading.main_thread() else "gradients"
+    return out, owner
+
+
+def _record_memory_history(
+    enabled: str | None = "all",
+    context: str | None = "all",
+    stacks: str = "all",
+    max_entries: int = 100_000,
+    device: Any = None,
+    clear_history: bool = False,
+    **_: Any,
+) -> None:
+    """Start (``enabled="all"``) or stop (``enabled=None``) recording allocation events (PyTorch's signature).
+
+    Raises ``ValueError`` for an ``enabled`` value other than ``"all"``/``"state"``/``None``.
+    """
+    if enabled not in ("all", "state", None):
+        raise ValueError(f"enabled must be 'all', 'state' or None (stop), got {enabled!r}")
+    with history.lock:
+        if enabled is None:
+            allocator.observer = None
+            history.entries = None
+            history.block_frames.clear()
+            history.block_owner.clear()
+            return
+        if history.entries is None or clear_history or history.entries.maxlen != max_entries:
+            old = list(history.entries or ())[-max_entries:] if not clear_history else []
+            history.entries = deque(old, maxlen=max_entries)
+        history.stacks = stacks != "none" and context is not None
+        allocator.observer = history.observe
+
+
+def _snapshot(device: Any = None) -> dict[str, Any]:
+    """The allocator's segments and blocks plus the recorded trace, as PyTorch's ``_snapshot()`` dict.
+
+    Raises ``RuntimeError`` (saying how to start) when history is not being recorded.
+    """
+    if history.entries is None:
+        raise RuntimeError(NOT_RECORDING)
+    segments = []
+    with allocator.lock:
+        for seg in allocator._segments:
+            blocks = []
+            b = seg.head
+            allocated = active = requested = 0
+            while b is not None:
+                state = "inactive" if b.free else "active_allocated"
+                if not b.free:
+                    allocated += b.size
+                    active += b.size
+                    requested += b.requested
+                blocks.append(
+                    {"address": b.addr, "size": b.size, "requested_size": b.requested, "state": state,
+                     "frames": [] if b.free else history.block_frames.get(b.addr, []),
+                     "owner": "" if b.free else history.block_owner.get(b.addr, "")}
+                )  # fmt: skip
+                b = b.next
+            segments.append(
+                {"device": 0, "address": seg.addr, "total_size": seg.size, "stream": 0,
+                 "segment_type": "small" if seg.small else "large", "segment_pool_id": (0, 0),
+                 "allocated_size": allocated, "active_size": active, "requested_size": requested,
+                 "is_expandable": False, "frames": [], "blocks": blocks}
+            )  # fmt: skip
+        trace = list(history.entries)
+    return {
+        "segments": segments,
+        "device_traces": [trace],
+        "allocator_settings": {"PYTORCH_NEURON_ALLOC_CONF": "", "note": "simulated neuron HBM"},
+    }
+
+
+def _dump_snapshot(filename: str | Path = "dump_snapshot.pickle") -> Path:
+    """Write :func:`_snapshot` as a pickle, as PyTorch does (for its memory visualizer). Raises ``OSError``."""
+    snap = _snapshot()
+    path = Path(filename)
+    with path.open("wb") as f:
+        pickle.dump(snap, f)
+    return path
+
+
+def fragmentation(snapshot: dict[str, Any] | None = None) -> pd.DataFrame:
+    """Per segment: total, allocated, free, largest free block and ``fragmentation = 1 - largest/free``."""
+    import pandas as pd
+
+    snap = snapshot if snapshot is not None else _snapshot_or_state()
+    rows = []
+    for seg in snap["segments"]:
+        free_blocks = [b["size"] for b in seg["blocks"] if b["state"] == "inactive"]
+        free = sum(free_blocks)
+        largest = max(free_blocks, default=0)
+        rows.append(
+            (seg["segment_type"], seg["address"], seg["total_size"], seg["allocated_size"], free, largest,
+             (1 - largest / free) if free else 0.0)
+        )  # fmt: skip
+    cols = ["pool", "segment", "total_bytes", "allocated_bytes", "free_bytes", "largest_free_block", "fragmentation"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def _snapshot_or_state() -> dict[str, Any]:
+    """Segments without trace when history is off (fragmentation needs no history)."""
+    if history.entries is not None:
+        return _snapshot()
+    history.entries = deque(maxlen=1)
+    try:
+        return _snapshot()
+    finally:
+        history.entries = None
+
+
+def install_memory_namespace() -> None:
+    """Attach ``torch.neuron.memory`` with the three functions (idempotent)."""
+    import types
+
+    import torch
+
+    module = getattr(torch, "neuron", None)
+    if module is None or hasattr(module, "memory"):
+        return
+    ns = types.ModuleType("torch.neuron.memory", "Memory snapshots of the simulated neuron device (PyTorch's format).")
+    ns._record_memory_history = _record_memory_history  # type: ignore[attr-defined]
+    ns._snapshot = _snapshot  # type: ignore[attr-defined]
+    ns._dump_snapshot = _dump_snapshot  # type: ignore[attr-defined]
+    module.memory = ns

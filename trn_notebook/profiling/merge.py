@@ -1,0 +1,297 @@
+"""Merge a profiling session into a Kineto (Chrome trace) JSON: the ``neuron:0 (modeled)`` process.
+
+Lanes (threads of the modeled process): host dispatch, eager device ops, compiled graphs, kernels
+inside graphs, transfers, syncs, fallbacks, compile; an ``HBM`` counter track; flow arrows from the
+host op that issued each event. Times in the modeled process are the simulator's *modeled* clocks,
+anchored at the wall time the recording started (the CPU process keeps Kineto's wall time), plus the
+wall seconds of graphs compiled inside the window (a real host would stall the device that long).
+"""
+
+from __future__ import annotations
+
+import bisect
+import linecache
+from typing import Any
+
+from .link import link, simulator_kernels
+from .recorder import ALLOC, DETAIL, DUR, FRAME, HOST, KIND, NAME, RESERVED, START, TID, WALL_NS, Session
+
+SCHEMA = "trn-notebook-profile/1"
+PID = 2_000_000
+LANES = {
+    "host": (1, "host (modeled)"),
+    "op": (2, "device: eager ops"),
+    "graph": (3, "device: compiled graphs"),
+    "kernel": (4, "device: kernels in graphs"),
+    "transfer": (5, "transfers (DMA)"),
+    "sync": (6, "syncs"),
+    "fallback": (7, "CPU fallbacks"),
+    "compile": (8, "compile (host, wall s)"),
+}
+SIM_KERNEL_CAT = "neuron_sim_kernel"
+FLOW_BASE = 1 << 40  # above Kineto's own flow ids
+SIM_NOTE = "CPU kernel the neuron simulator ran inside its parent op: its time is already in the parent, do not add it"
+
+
+def merge_trace(trace: dict[str, Any], session: Session, device_lanes: bool = True) -> dict[str, Any]:
+    """Add the session's lanes, flows and counters to a Kineto trace dict (modified and returned).
+
+    Also labels the simulator's inner CPU kernels (category ``neuron_sim_kernel``). Raises
+    ``ValueError`` if ``trace`` is not a Chrome trace object (no ``traceEvents`` list).
+    """
+    events = trace.get("traceEvents")
+    if not isinstance(events, list):
+        raise ValueError("not a Chrome trace: no 'traceEvents' list")
+    base_ns = int(trace.get("baseTimeNanoseconds", 0) or 0)
+    to_us = _wall_to_us(session, base_ns)
+    recs = session.records
+    cpu_idx = [i for i, e in enumerate(events) if e.get("ph") == "X" and e.get("cat") == "cpu_op"]
+    spans = []
+    for i in cpu_idx:
+        e = events[i]
+        ts = float(e["ts"])
+        spans.append((ts, ts + float(e.get("dur", 0.0)), int(e.get("tid", 0))))
+    offset = session.wall_offset_ns - base_ns
+    owner, parent = link(spans, [((r[WALL_NS] + offset) / 1000.0, r[TID]) for r in recs])
+    for s in simulator_kernels(parent, owner):
+        e = events[cpu_idx[s]]
+        e["name"] = f"[neuron sim] {e.get('name', '')}"
+        e["cat"] = SIM_KERNEL_CAT
+        e.setdefault("args", {})["trn_note"] = SIM_NOTE
+    meta: dict[str, Any] = {
+        "schema": SCHEMA,
+        "clock": "modeled (simulated Trainium; not measured hardware)",
+        "chip": session.chip,
+        "records": len(recs),
+        "dropped_records": session.dropped,
+        "device_lanes": device_lanes,
+        "partial": session.raised or "",
+    }
+    trace["trnNotebook"] = meta
+    if not device_lanes:
+        return trace
+    hosts = [events[cpu_idx[o]] if o >= 0 else None for o in owner]
+    backward = _backward_sources(session, events, cpu_idx, owner, parent)
+    events.extend(_modeled_events(session, hosts, to_us, backward))
+    return trace
+
+
+def _backward_sources(
+    session: Session, events: list[dict[str, Any]], cpu_idx: list[int], owner: list[int], parent: list[int]
+) -> dict[int, tuple[Any, str]]:
+    """Records run by the autograd engine (no user frame) → the forward op's frame, via sequence numbers."""
+
+    def args(i: int) -> dict[str, Any]:
+        return events[cpu_idx[i]].get("args") or {}
+
+    seq_frame: dict[Any, Any] = {}
+    for r, o in zip(session.records, owner):
+        i = o
+        while r[FRAME] is not None and i >= 0:
+            a = args(i)
+            if "Sequence number" in a:
+                seq_frame.setdefault(a["Sequence number"], r[FRAME])
+                break
+            i = parent[i]
+    out: dict[int, tuple[Any, str]] = {}
+    for k, (r, o) in enumerate(zip(session.records, owner)):
+        i = o
+        while r[FRAME] is None and i >= 0:
+            name = events[cpu_idx[i]].get("name", "")
+            if name.startswith("autograd::engine::evaluate_function: "):
+                frame = seq_frame.get(args(i).get("Sequence number"))
+                if frame is not None:
+                    out[k] = (frame, name.rsplit(" ", 1)[-1])
+                break
+            i = parent[i]
+    return out
+
+
+def _wall_to_us(session: Session, base_ns: int) -> Any:
+    offset = session.wall_offset_ns - base_ns
+
+    def to_us(perf_ns: int) -> float:
+        return (perf_ns + offset) / 1000.0
+
+    return to_us
+
+
+def _modeled_events(
+    session: Session, hosts: list[dict[str, Any] | None], to_us: Any, backward: dict[int, tuple[Any, str]]
+) -> list[dict[str, Any]]:
+    """The ``neuron:0 (modeled)`` process: metadata, lanes, flows and the HBM counter."""
+    out: list[dict[str, Any]] = [
+        {"ph": "M", "name": "process_name", "pid": PID, "tid": 0, "args": {"name": "neuron:0 (modeled)"}},
+        {"ph": "M", "name": "process_labels", "pid": PID, "tid": 0, "args": {"labels": "simulated Trainium"}},
+        {"ph": "M", "name": "process_sort_index", "pid": PID, "tid": 0, "args": {"sort_index": -1}},
+    ]
+    for tid, label in LANES.values():
+        out.append({"ph": "M", "name": "thread_name", "pid": PID, "tid": tid, "args": {"name": label}})
+        out.append({"ph": "M", "name": "thread_sort_index", "pid": PID, "tid": tid, "args": {"sort_index": tid}})
+    anchor = to_us(session.start_perf_ns)
+    m0 = session.model_start_s
+    compiles = sorted(session.compiles)
+    starts = [c[0] for c in compiles]
+    cum = [0.0]
+    for c in compiles:
+        cum.append(cum[-1] + c[1])
+    frames = session.frames
+    # compile stalls: placed at the modeled host time of the first record after they started
+    rec_walls = [r[WALL_NS] for r in session.records]
+    for (t_perf, secs, graph, cache), before in zip(compiles, cum):
+        j = bisect.bisect_left(rec_walls, t_perf)
+        host = session.records[j][HOST] - session.records[j][DUR] if j < len(rec_walls) else _last_host(session)
+        ts = anchor + (host - m0 + before) * 1e6
+        out.append(_x("compile", f"compile {graph}", ts, secs * 1e6, {"graph": graph, "cache": cache, "wall_s": secs}))
+    prev_host = m0
+    run_start = None
+    run_n = 0
+    last_alloc = -1
+    flow_id = FLOW_BASE
+    k = 0
+    for n, (r, host_op) in enumerate(zip(session.records, hosts)):
+        while k < len(starts) and starts[k] <= r[WALL_NS]:
+            k += 1
+        shift = cum[k] * 1e6
+        kind = r[KIND]
+        name = r[NAME]
+        start = anchor + (r[START] - m0) * 1e6 + shift
+        dur = r[DUR] * 1e6
+        detail = r[DETAIL]
+        frame = frames.get(r[FRAME]) if r[FRAME] is not None else None
+        args: dict[str, Any] = {"source": frame[0], "code": frame[1]} if frame else {}
+        if frame is None and n in backward:
+            fwd, node = backward[n]
+            where, code = frames.get(fwd, ("", ""))
+            args = {"source": f"{where} (backward)", "code": code, "autograd_node": node}
+        if host_op is not None:
+            args["host_op"] = host_op.get("name", "")
+            hargs = host_op.get("args") or {}
+            if "Input Dims" in hargs:
+                args["shapes"] = hargs["Input Dims"]
+            args["wall_us"] = host_op.get("dur", 0.0)
+        host_now = anchor + (r[HOST] - m0) * 1e6 + shift
+        if kind in ("op", "graph"):
+            if run_start is None:
+                run_start = anchor + (prev_host - m0) * 1e6 + shift
+            run_n += 1
+            args["op"] = name if kind == "graph" else f"aten::{name}"
+            args["modeled_us"] = dur
+            ev = _x(kind, args["op"], start, dur, args)
+            out.append(ev)
+            if kind == "graph" and detail is not None:
+                kernels = _graph_kernels(detail, start, args.get("source", ""), args.get("code", ""))
+                args["has_kernels"] = bool(kernels)
+                out.extend(kernels)
+        else:
+            if run_start is not None:
+                out.append(_host_run(run_start, start, run_n))
+                run_start, run_n = None, 0
+            if kind == "sync":
+                args["reason"] = name
+                args["wait_us"] = dur
+                if dur > 0:
+                    out.append(_x("sync", f"wait: {name}", start, dur, args))
+                    out.append(_x("host", f"wait: {name}", start, dur, {"reason": name, "modeled_us": dur}))
+                out.append({"ph": "i", "s": "t", "name": f"sync: {name}", "cat": "sync", "ts": host_now, "pid": PID,
+                            "tid": LANES["sync"][0], "args": args})  # fmt: skip
+                ev = None
+            else:
+                d = detail if isinstance(detail, dict) else {}
+                lane = "fallback" if d.get("fallback") else "transfer" if d.get("transfer") else "host"
+                args.update({k2: v for k2, v in d.items() if k2 in ("h2d", "d2h")})
+                args["bytes"] = int(d.get("h2d", 0)) + int(d.get("d2h", 0))
+                args["modeled_us"] = dur
+                if lane == "fallback":
+                    args["op"] = f"aten::{name}"
+                    args["copy_us"] = float(d.get("copy_s", 0.0)) * 1e6
+                    args["fallback"] = True
+                    label = f"fallback aten::{name}"
+                else:
+                    args["op"] = name
+                    label = f"{'H2D' if d.get('h2d') else 'D2H'} {args['bytes']} B" if lane == "transfer" else name
+                ev = _x(lane, label, start, dur, args)
+                out.append(ev)
+                out.append(_x("host", label, start, dur, {"op": args["op"], "modeled_us": dur}))
+        if ev is not None and host_op is not None and "ts" in host_op:
+            flow_id += 1
+            out.append({"ph": "s", "id": flow_id, "name": "neuron launch", "cat": "neuron_flow", "ts": host_op["ts"],
+                        "pid": host_op.get("pid", 0), "tid": host_op.get("tid", 0)})  # fmt: skip
+            out.append({"ph": "f", "bp": "e", "id": flow_id, "name": "neuron launch", "cat": "neuron_flow",
+                        "ts": ev["ts"], "pid": PID, "tid": ev["tid"]})  # fmt: skip
+        if r[ALLOC] != last_alloc:
+            last_alloc = r[ALLOC]
+            out.append({"ph": "C", "name": "HBM", "pid": PID, "tid": 0, "ts": host_now,
+                        "args": {"allocated": r[ALLOC], "reserved": r[RESERVED]}})  # fmt: skip
+        prev_host = r[HOST]
+    if run_start is not None:
+        out.append(_host_run(run_start, anchor + (prev_host - m0) * 1e6 + (cum[-1] * 1e6), run_n))
+    return out
+
+
+def _last_host(session: Session) -> float:
+    return session.records[-1][HOST] if session.records else session.model_start_s
+
+
+def _x(lane: str, name: str, ts: float, dur: float, args: dict[str, Any]) -> dict[str, Any]:
+    return {"ph": "X", "name": name, "cat": lane, "ts": ts, "dur": dur, "pid": PID, "tid": LANES[lane][0], "args": args}
+
+
+def _host_run(start: float, end: float, n: int) -> dict[str, Any]:
+    return _x("host", f"dispatch ({n} launches)", start, max(0.0, end - start), {"launches": n})
+
+
+def _graph_kernels(exe: Any, start_us: float, source: str, code: str = "") -> list[dict[str, Any]]:
+    """One slice per kernel of a compiled graph's schedule, with its IR nodes and their user lines."""
+    schedule = getattr(exe, "schedule", None)
+    graph = getattr(exe, "graph", None)
+    if schedule is None or graph is None:
+        return []
+    nodes_by_kernel: dict[int, list[Any]] = {}
+    for n in graph.nodes:
+        nodes_by_kernel.setdefault(n.kernel if n.kernel is not None else -1, []).append(n)
+    kernels = schedule.kernels
+    t = start_us + max(0.0, schedule.device_s - sum(kn.device_s for kn in kernels)) * 1e6  # launch overhead first
+    out = []
+    for kn in kernels:
+        if kn.device_s <= 0:
+            continue
+        members = nodes_by_kernel.get(kn.index, [])
+        lines = sorted({n.source for n in members if n.source})
+        nodes = [f"{', '.join(o for o in n.outs if o)} = {n.op}" for n in members][:12]
+        # nodes traced inside library code (an nn.Module's forward) have no user frame: use the call's line
+        lines = lines or ([source] if source else [])
+        args = {
+            "op": f"kernel {kn.index}: {'+'.join(dict.fromkeys(kn.ops))}",
+            "engine": kn.engine,
+            "ir_nodes": nodes,
+            "source": lines[0] if lines else "",
+            "sources": lines,
+            "code": (code_for(lines[0]) or code) if lines else "",
+            "modeled_us": kn.device_s * 1e6,
+            "graph": getattr(exe, "launch_name", ""),
+        }
+        out.append(_x("kernel", args["op"], t, kn.device_s * 1e6, args))
+        t += kn.device_s * 1e6
+    return out
+
+
+def code_for(source: str) -> str:
+    """The text of a ``file:line`` or ``cell [N] line L`` source line ('' when unknown)."""
+    try:
+        if source.startswith("cell ["):
+            count = int(source[6 : source.index("]")])
+            line = int(source.rsplit(" ", 1)[1])
+            from .recorder import _ipython
+
+            shell = _ipython()
+            if shell is None:
+                return ""
+            for filename, n in getattr(shell.compile, "_filename_map", {}).items():
+                if n == count:
+                    return linecache.getline(filename, line).strip()
+            return ""
+        filename, _, line_s = source.rpartition(":")
+        return linecache.getline(filename, int(line_s)).strip() if line_s.isdigit() else ""
+    except (ValueError, IndexError):
+        return ""

@@ -1,0 +1,180 @@
+"""Recording the simulator's events while ``torch.profiler`` runs, and attaching them to the profile.
+
+The device's clocks call :meth:`Recorder.observe` for every op, graph, transfer, host-side fallback
+and sync point while a profile is recording (the observer is unset otherwise, so an unprofiled
+program pays nothing). Each record keeps the wall time (``perf_counter_ns``, the clock Kineto's
+timestamps are converted from), the thread, the modeled start/duration, the modeled host time, HBM
+counters and the user's source frame. The profile object (``torch.autograd.profiler.profile``) gets
+the finished :class:`Session` as ``_trn_session`` when it stops; :mod:`.merge` turns it into lanes of
+the exported trace, and :mod:`.adapter` hooks these steps into torch's profiler.
+"""
+
+from __future__ import annotations
+
+import linecache
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..device.clocks import clocks
+from ..device.placement import placement_log
+from ..device.runtime import allocator, state
+
+MAX_EVENTS = 1_000_000
+"""Records kept per profile; beyond this the oldest are dropped and the trace says how many."""
+
+_perf_ns = time.perf_counter_ns
+_native_id = threading.get_native_id
+_getframe = sys._getframe
+
+
+@dataclass
+class Session:
+    """The simulator's events of one profiling window, with what is needed to place them in time."""
+
+    records: list[tuple[Any, ...]] = field(default_factory=list)
+    wall_offset_ns: int = 0  # add to perf_counter_ns to get Unix ns (Kineto's time base)
+    start_perf_ns: int = 0
+    stop_perf_ns: int = 0
+    model_start_s: float = 0.0  # modeled host clock when recording started
+    dropped: int = 0
+    chip: str = ""
+    frames: dict[tuple[str, int], tuple[str, str]] = field(default_factory=dict)  # (file, line) -> (where, code)
+    compiles: list[tuple[int, float, str, str]] = field(default_factory=list)  # (perf_ns start, s, graph, cache)
+    raised: str = ""  # set when the profiled code raised: the trace is partial
+
+
+# Record layout (tuples: cheap to build on the hot path).
+WALL_NS, TID, KIND, NAME, START, DUR, HOST, DETAIL, ALLOC, RESERVED, FRAME = range(11)
+
+
+class Recorder:
+    """Collects events of the active profiling session (one at a time; nested profiles share it)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.session: Session | None = None
+        self.depth = 0
+
+    def start(self) -> Session:
+        """Open (or join) the recording session and install the clock observer."""
+        with self.lock:
+            self.depth += 1
+            if self.session is None:
+                a = time.time_ns()
+                b = _perf_ns()
+                c = time.time_ns()
+                self.session = Session(
+                    wall_offset_ns=(a + c) // 2 - b,
+                    start_perf_ns=b,
+                    model_start_s=clocks.state.sim_host_s,
+                    chip=getattr(state.chip, "name", ""),
+                )
+                clocks.observer = self.observe
+            return self.session
+
+    def stop(self) -> Session | None:
+        """Leave the session; the last one out removes the observer and returns the finished session."""
+        with self.lock:
+            if self.depth == 0:
+                return None
+            self.depth -= 1
+            session = self.session
+            if self.depth > 0 or session is None:
+                return session
+            clocks.observer = None
+            self.session = None
+        session.stop_perf_ns = _perf_ns()
+        _add_compiles(session)
+        return session
+
+    def observe(self, kind: str, name: str, start: float, dur: float, host: float, detail: Any) -> None:
+        """Clock observer: one record per simulator event (called with the clocks' lock held)."""
+        session = self.session
+        if session is None:
+            return
+        records = session.records
+        if len(records) >= MAX_EVENTS:
+            del records[: MAX_EVENTS // 10]
+            session.dropped += MAX_EVENTS // 10
+        counters = allocator.counters
+        records.append(
+            (
+                _perf_ns(),
+                _native_id(),
+                kind,
+                name,
+                start,
+                dur,
+                host,
+                detail,
+                counters.allocated,
+                counters.reserved,
+                _user_frame(session.frames),
+            )
+        )
+
+
+def _user_frame(frames: dict[tuple[str, int], tuple[str, str]]) -> tuple[str, int] | None:
+    """The innermost user frame as ``(filename, line)``; formatted once per distinct line."""
+    from ..device.placement import _SKIP_DIRS
+
+    f: Any = _getframe(2)
+    while f is not None:
+        filename = f.f_code.co_filename
+        if not filename.startswith(_SKIP_DIRS) and not filename.startswith("<frozen"):
+            key = (filename, f.f_lineno)
+            if key not in frames:
+                frames[key] = (_format_source(filename, f.f_lineno), linecache.getline(filename, f.f_lineno).strip())
+            return key
+        f = f.f_back
+    return None
+
+
+def _format_source(filename: str, lineno: int) -> str:
+    """``cell [N] line L`` inside IPython (with or without the magics loaded), else ``file:line``."""
+    try:
+        text = placement_log.source_formatter(filename, lineno)
+    except Exception:
+        text = f"{filename}:{lineno}"
+    if text.startswith("cell ["):
+        return text
+    shell = _ipython()
+    if shell is not None:
+        count = getattr(shell.compile, "_filename_map", {}).get(filename)
+        if count is not None:
+            return f"cell [{count}] line {lineno}"
+    return text
+
+
+def _ipython() -> Any:
+    mod = sys.modules.get("IPython")
+    if mod is None:
+        return None
+    try:
+        return mod.get_ipython()
+    except Exception:
+        return None
+
+
+def _add_compiles(session: Session) -> None:
+    """Graphs compiled inside the window (from the compile log, if the compiler was used)."""
+    log = sys.modules.get("trn_notebook.compiler.compile_log")
+    if log is None:
+        return
+    start_unix = (session.start_perf_ns + session.wall_offset_ns) / 1e9
+    stop_unix = (_perf_ns() + session.wall_offset_ns) / 1e9
+    for rec in log.compile_log.snapshot():
+        stages = rec.get("stage_us") or {}
+        # the record is stamped after capture and AOT tracing: its compile started that much earlier
+        ts = float(rec.get("timestamp", 0.0)) - (stages.get("capture", 0.0) + stages.get("aot", 0.0)) / 1e6
+        if start_unix <= ts <= stop_unix:
+            t_perf = int(ts * 1e9) - session.wall_offset_ns
+            session.compiles.append(
+                (t_perf, float(rec.get("compile_s", 0.0)), str(rec.get("graph_name", "")), str(rec.get("cache_result")))
+            )
+
+
+recorder = Recorder()

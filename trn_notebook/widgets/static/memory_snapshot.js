@@ -1,0 +1,75 @@
+// MemorySnapshotWidget front end: one bar per segment (blocks coloured by owner, free blocks blank)
+// and the top allocation sites. Strings go through textContent only.
+
+const COLOURS = ["#1565c0", "#c62828", "#6a1b9a", "#2e7d32", "#ef6c00"];
+
+function el(tag, cls, text) {
+  const node = document.createElement(tag);
+  if (cls) node.className = cls;
+  if (text !== undefined && text !== null) node.textContent = String(text);
+  return node;
+}
+
+function fmtBytes(n) {
+  for (const [u, s] of [["GiB", 2 ** 30], ["MiB", 2 ** 20], ["KiB", 2 ** 10]]) if (Math.abs(n) >= s) return (n / s).toFixed(2) + " " + u;
+  return Math.round(n) + " B";
+}
+
+function render({ model, el: root }) {
+  root.classList.add("trn-widget", "trn-memory-snapshot");
+  const head = el("div", "trn-bar");
+  const legend = el("div", "trn-legend");
+  const bars = el("div", "trn-snapshot-bars");
+  const sites = el("table", "trn-table");
+  root.append(head, legend, bars, sites);
+
+  function draw() {
+    const t = model.get("totals") || {};
+    head.replaceChildren(
+      el("b", "trn-title", "Memory snapshot"),
+      el("span", "trn-label", `${t.segments || 0} segments · ${fmtBytes(t.allocated || 0)} allocated of ${fmtBytes(t.reserved || 0)} reserved · free ${fmtBytes(t.free || 0)}, largest free block ${fmtBytes(t.largest_free || 0)}`),
+    );
+    legend.replaceChildren();
+    (model.get("owners") || []).forEach((o, i) => {
+      const s = el("span");
+      const sw = el("span", "trn-swatch");
+      sw.style.background = COLOURS[i % COLOURS.length];
+      s.append(sw, document.createTextNode(o));
+      legend.append(s);
+    });
+    bars.replaceChildren();
+    const segs = model.get("segments") || [];
+    const biggest = Math.max(1, ...segs.map((s) => s[1]));
+    for (const [addr, total, type, blocks] of segs) {
+      const row = el("div", "trn-snapshot-row");
+      const label = el("span", "trn-label", `${type} ${fmtBytes(total)}`);
+      const bar = el("div", "trn-snapshot-bar");
+      bar.style.width = Math.max(4, (total / biggest) * 100) + "%";
+      for (const [offset, size, owner] of blocks) {
+        if (owner < 0) continue;
+        const b = el("div", "trn-snapshot-block");
+        b.style.left = (offset / total) * 100 + "%";
+        b.style.width = Math.max(0.2, (size / total) * 100) + "%";
+        b.style.background = COLOURS[owner % COLOURS.length];
+        b.title = `${(model.get("owners") || [])[owner] || ""} ${fmtBytes(size)} @ +${offset}`;
+        bar.append(b);
+      }
+      row.append(label, bar);
+      bars.append(row);
+    }
+    sites.replaceChildren();
+    const hr = el("tr");
+    for (const h of ["allocation site", "owner", "bytes", "blocks"]) hr.append(el("th", null, h));
+    sites.append(hr);
+    for (const [site, bytes, n, owner] of model.get("sites") || []) {
+      const tr = el("tr");
+      tr.append(el("td", null, site), el("td", null, owner), el("td", null, fmtBytes(bytes)), el("td", null, n));
+      sites.append(tr);
+    }
+  }
+
+  for (const name of ["segments", "sites", "totals", "owners"]) model.on(`change:${name}`, draw);
+  draw();
+}
+
+export default { render };
