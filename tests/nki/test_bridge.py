@@ -81,16 +81,16 @@ def test_kernel_call_survives_the_disk_cache(fresh_compiler, tmp_path):
     from trn_notebook.compiler import backend, compile_log
     from trn_notebook.compiler.config import override
 
-    def f(x, w):
+    def rms_twice(x, w):  # a name no other test compiles (graph names count per function name)
         return rmsnorm(x, w) * 2
 
     x, w = torch.randn(128, 64), torch.rand(64) + 0.5
     want = _rms(x, w) * 2
     with torch.no_grad(), override(cache_dir=str(tmp_path / "kc"), disable_cache=False):
-        first = torch.compile(f, fullgraph=True, backend="neuron")(x.to("neuron"), w.to("neuron"))
+        first = torch.compile(rms_twice, fullgraph=True, backend="neuron")(x.to("neuron"), w.to("neuron"))
         torch._dynamo.reset()
         backend.clear_memory_cache()  # the next compile reads the graph text back from disk
-        second = torch.compile(f, fullgraph=True, backend="neuron")(x.to("neuron"), w.to("neuron"))
+        second = torch.compile(rms_twice, fullgraph=True, backend="neuron")(x.to("neuron"), w.to("neuron"))
     torch.testing.assert_close(first.cpu(), want, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(second.cpu(), want, rtol=1e-5, atol=1e-5)
     assert compile_log.snapshot()[-1]["cache_result"] == "disk hit"
