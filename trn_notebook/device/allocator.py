@@ -447,7 +447,9 @@ class CachingAllocator:
         with self.lock:
             self.empty_cache()
             c = self.counters
-            c.num_allocs = c.num_frees = c.num_alloc_retries = c.num_ooms = c.num_segment_frees = 0
+            c.num_frees = c.num_alloc_retries = c.num_ooms = c.num_segment_frees = 0
+            # live blocks and segments count as allocated/created, so that current = allocs - frees holds
+            c.num_allocs = sum(1 for seg in self._segments for b in _blocks(seg) if not b.free)
             c.num_segments = len(self._segments)
             self.timeline.clear()
             self.oom_events.clear()
@@ -465,6 +467,13 @@ class CachingAllocator:
 
 def _free_blocks(pool: _Pool) -> list[Block]:
     return [b for stack in pool.free.values() for b in stack]
+
+
+def _blocks(seg: Segment) -> Iterator[Block]:
+    b = seg.head
+    while b is not None:
+        yield b
+        b = b.next
 
 
 def allocator_timeline_columns() -> list[str]:
