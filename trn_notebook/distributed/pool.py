@@ -60,9 +60,7 @@ class _Stream:
         return False
 
 
-def _figures(
-    before: dict[str, Any], placed_before: dict[str, tuple[Any, ...]], t0_s: float, wall_s: float, rank: int
-) -> dict[str, Any]:
+def _figures(before: Any, placed_before: Any, t0_s: float, wall_s: float, rank: int) -> dict[str, Any]:
     import torch
 
     from ..device.clocks import clocks
@@ -299,7 +297,7 @@ class RankPool:
                 )
             for conn in wait(self.conns, timeout=1.0 if left is None else min(1.0, left)):
                 try:
-                    msg = conn.recv()  # type: ignore[union-attr]
+                    msg: Any = conn.recv()  # type: ignore[union-attr,call-arg]
                 except (EOFError, OSError):
                     continue  # the exit check below reports it
                 self._handle(msg, kind, results, print_line)
