@@ -33,3 +33,12 @@ def fresh_compiler(tmp_path, fresh_device):
     with override(cache_dir=str(tmp_path / "cache")):
         yield
     torch._dynamo.reset()
+
+
+@pytest.fixture(autouse=True)
+def _no_leaked_torch_globals():
+    """Every test starts on CPU with float32 defaults, whatever the previous test changed."""
+    yield
+    torch.set_default_device(None)
+    torch.set_default_dtype(torch.float32)
+    torch.__future__.set_overwrite_module_params_on_conversion(False)
