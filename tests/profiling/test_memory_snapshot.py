@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 from torch.cuda import _memory_viz
@@ -102,9 +104,9 @@ def test_snapshot_widget_owners_sites_and_magic(recording):
         ip.run_line_magic("unload_ext", "trn_notebook")
 
 
-def test_dump_writes_json_our_view_reads_and_pytorch_viz_reads_both(recording, tmp_path):
+def test_dump_writes_json_our_view_reads_and_pytorch_viz_reads_both(recording, tmp_path, capsys):
     lin = torch.nn.Linear(64, 64).to("neuron")
-    lin(torch.randn(4, 64, device="neuron")).sum().backward()
+    lin(torch.randn(4, 64).to("neuron")).sum().backward()
     snap = recording._snapshot()
     recording._dump_snapshot(tmp_path / "snap.pickle")
     back = recording.load_snapshot_json(tmp_path / "snap.json")
@@ -115,6 +117,13 @@ def test_dump_writes_json_our_view_reads_and_pytorch_viz_reads_both(recording, t
     assert _memory_viz.trace(back) == _memory_viz.trace(snap)
     assert "test_memory_snapshot.py" in _memory_viz.segments(back, format_flamegraph=lambda lines: lines)
     assert "snapshot.pickle" in _memory_viz.segment_plot(back) and "snapshot.pickle" in _memory_viz.trace_plot(back)
+    # Each free is requested then completed, as PyTorch records it: filter_freed pairs them silently.
+    actions = [e["action"] for e in snap["device_traces"][0]]
+    assert actions.count("free_requested") == actions.count("free_completed") > 0
+    freed = _memory_viz.filter_alloc_free_pairs(copy.deepcopy(snap))["device_traces"][0]
+    assert not capsys.readouterr().out  # no "free_completed without free_requested"
+    live = {b["address"] for s in snap["segments"] for b in s["blocks"] if b["state"] == "active_allocated"}
+    assert {e["addr"] for e in freed if e["action"] == "alloc"} <= live
     view = trn_notebook.memory_snapshot_view(tmp_path / "snap.json")
     live = trn_notebook.memory_snapshot_view(snap)
     assert view.segments == live.segments and view.sites == live.sites

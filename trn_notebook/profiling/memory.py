@@ -1,7 +1,7 @@
 """``torch.neuron.memory._record_memory_history`` / ``_snapshot`` / ``_dump_snapshot`` in PyTorch's format.
 
 The snapshot has PyTorch's structure (``segments`` with ``blocks``, ``device_traces`` of ``alloc`` /
-``free_completed`` / ``segment_alloc`` / ``segment_free`` / ``oom`` events with stack ``frames``), so
+``free_requested`` / ``free_completed`` / ``segment_alloc`` / ``segment_free`` / ``oom`` events with stack ``frames``), so
 ``torch.cuda._memory_viz`` and PyTorch's memory visualizer read it; notebook frames are named
 ``cell [N]`` (``line`` is the cell's line). :func:`fragmentation` is a table per segment: free bytes
 vs the largest free block. The dump is a pickle as PyTorch writes it (for the user's own tools);
@@ -59,6 +59,9 @@ class _History:
         elif action == "free_completed":
             entry["frames"] = self.block_frames.pop(addr, [])
             self.block_owner.pop(addr, None)
+            # PyTorch records the request, then the completion (here immediate); _memory_viz pairs
+            # alloc with free_requested (trace_plot(filter_freed=True)) and warns on a lone free_completed.
+            entries.append({**entry, "action": "free_requested"})
         entries.append(entry)
 
     def snapshot(self) -> int:
