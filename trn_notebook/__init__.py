@@ -45,6 +45,10 @@ def __getattr__(name: str) -> object:
         from .nki import nki_op
 
         return nki_op
+    if name == "memory_snapshot_view":  # the anywidget view loads on first use
+        from .widgets.memory_snapshot import memory_snapshot_view
+
+        return memory_snapshot_view
     if name in _COMPILER_NAMES:
         from . import compiler
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 from torch.cuda import _memory_viz
@@ -100,3 +102,50 @@ def test_snapshot_widget_owners_sites_and_magic(recording):
             ip.run_line_magic("trn", "memory --snapshot")
     finally:
         ip.run_line_magic("unload_ext", "trn_notebook")
+
+
+def test_dump_writes_json_our_view_reads_and_pytorch_viz_reads_both(recording, tmp_path, capsys):
+    lin = torch.nn.Linear(64, 64).to("neuron")
+    lin(torch.randn(4, 64).to("neuron")).sum().backward()
+    snap = recording._snapshot()
+    recording._dump_snapshot(tmp_path / "snap.pickle")
+    back = recording.load_snapshot_json(tmp_path / "snap.json")
+    assert [s["address"] for s in back["segments"]] == [s["address"] for s in snap["segments"]]
+    assert [e["action"] for e in back["device_traces"][0]] == [e["action"] for e in snap["device_traces"][0]]
+    # PyTorch's helpers give the same answers on the JSON round trip; the HTML plots embed it.
+    assert _memory_viz.segsum(back) == _memory_viz.segsum(snap)
+    assert _memory_viz.trace(back) == _memory_viz.trace(snap)
+    assert "test_memory_snapshot.py" in _memory_viz.segments(back, format_flamegraph=lambda lines: lines)
+    assert "snapshot.pickle" in _memory_viz.segment_plot(back) and "snapshot.pickle" in _memory_viz.trace_plot(back)
+    # Each free is requested then completed, as PyTorch records it: filter_freed pairs them silently.
+    actions = [e["action"] for e in snap["device_traces"][0]]
+    assert actions.count("free_requested") == actions.count("free_completed") > 0
+    freed = _memory_viz.filter_alloc_free_pairs(copy.deepcopy(snap))["device_traces"][0]
+    assert not capsys.readouterr().out  # no "free_completed without free_requested"
+    live = {b["address"] for s in snap["segments"] for b in s["blocks"] if b["state"] == "active_allocated"}
+    assert {e["addr"] for e in freed if e["action"] == "alloc"} <= live
+    view = trn_notebook.memory_snapshot_view(tmp_path / "snap.json")
+    live = trn_notebook.memory_snapshot_view(snap)
+    assert view.segments == live.segments and view.sites == live.sites
+    (tmp_path / "other.json").write_text("{}")
+    for bad in (tmp_path / "other.json", tmp_path / "snap.pickle"):
+        with pytest.raises(ValueError, match="not a trn-notebook memory snapshot"):
+            trn_notebook.memory_snapshot_view(bad)
+    del lin
+
+
+def test_adjacent_free_blocks_are_not_fragmentation():
+    torch.neuron.empty_cache()
+    ts = [torch.empty(256 * 1024, device="neuron") for _ in range(20)]  # 1 MiB blocks fill a 20 MiB segment
+    seg = allocator._segments[-1]
+    assert seg.used == seg.size == 20 << 20
+    ts[4] = ts[5] = None  # two adjacent free blocks: one 2 MiB range once the allocator merges them
+    frag = fragmentation()
+    row = frag[frag.segment == seg.addr].iloc[0]
+    assert (row.free_bytes, row.largest_free_block, row.fragmentation) == (2 << 20, 2 << 20, 0.0)
+    ts[9] = None  # a separate 1 MiB hole: now a third of the free bytes is out of the largest range
+    row = fragmentation().set_index("segment").loc[seg.addr]
+    assert (row.free_bytes, row.largest_free_block) == (3 << 20, 2 << 20)
+    assert row.fragmentation == pytest.approx(1 / 3)
+    del ts
+    torch.neuron.empty_cache()

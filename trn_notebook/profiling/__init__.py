@@ -83,7 +83,7 @@ def profile_table(prof: Any) -> pd.DataFrame:
     return df.sort_values(["self_device_ms", "self_cpu_ms"], ascending=False, ignore_index=True)
 
 
-from .memory import fragmentation, install_memory_namespace  # noqa: E402
+from .memory import dump_snapshot_json, fragmentation, install_memory_namespace, load_snapshot_json  # noqa: E402
 from .run import NoDeviceActivity, ProfileResult, profile  # noqa: E402
 from .summary import Summary, why_slow  # noqa: E402
 from .traceio import TraceFormatError, load_trace, validate_chrome_trace  # noqa: E402
@@ -96,9 +96,11 @@ __all__ = [
     "Summary",
     "TraceFormatError",
     "adapter",
+    "dump_snapshot_json",
     "fragmentation",
     "install",
     "install_memory_namespace",
+    "load_snapshot_json",
     "load_trace",
     "profile",
     "profile_table",

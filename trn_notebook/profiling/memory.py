@@ -1,7 +1,7 @@
 """``torch.neuron.memory._record_memory_history`` / ``_snapshot`` / ``_dump_snapshot`` in PyTorch's format.
 
 The snapshot has PyTorch's structure (``segments`` with ``blocks``, ``device_traces`` of ``alloc`` /
-``free_completed`` / ``segment_alloc`` / ``segment_free`` / ``oom`` events with stack ``frames``), so
+``free_requested`` / ``free_completed`` / ``segment_alloc`` / ``segment_free`` / ``oom`` events with stack ``frames``), so
 ``torch.cuda._memory_viz`` and PyTorch's memory visualizer read it; notebook frames are named
 ``cell [N]`` (``line`` is the cell's line). :func:`fragmentation` is a table per segment: free bytes
 vs the largest free block. The dump is a pickle as PyTorch writes it (for the user's own tools);
@@ -10,6 +10,7 @@ this package never reads one.
 
 from __future__ import annotations
 
+import json
 import os
 import pickle
 import sys
@@ -58,6 +59,9 @@ class _History:
         elif action == "free_completed":
             entry["frames"] = self.block_frames.pop(addr, [])
             self.block_owner.pop(addr, None)
+            # PyTorch records the request, then the completion (here immediate); _memory_viz pairs
+            # alloc with free_requested (trace_plot(filter_freed=True)) and warns on a lone free_completed.
+            entries.append({**entry, "action": "free_requested"})
         entries.append(entry)
 
     def snapshot(self) -> int:
@@ -175,22 +179,98 @@ def _snapshot(device: Any = None) -> dict[str, Any]:
 
 
 def _dump_snapshot(filename: str | Path = "dump_snapshot.pickle") -> Path:
-    """Write :func:`_snapshot` as a pickle, as PyTorch does (for its memory visualizer). Raises ``OSError``."""
+    """Write :func:`_snapshot` as a pickle, as PyTorch does (for its memory visualizer), and the same
+    snapshot as JSON next to it (``.json``: what :func:`load_snapshot_json` and our widget read; we
+    never read a pickle). Returns the pickle's path. Raises ``OSError``."""
     snap = _snapshot()
     path = Path(filename)
     with path.open("wb") as f:
         pickle.dump(snap, f)
+    dump_snapshot_json(path.with_suffix(".json"), snap)
     return path
 
 
+JSON_FORMAT = "trn-notebook memory snapshot 1"
+
+
+def dump_snapshot_json(path: str | Path, snapshot: dict[str, Any] | None = None) -> Path:
+    """Write a snapshot (default: a new :func:`_snapshot`) as compact JSON, each distinct stack stored
+    once; returns the path. Raises ``RuntimeError`` when no snapshot is given and history is off."""
+    snap = snapshot if snapshot is not None else _snapshot()
+    index: dict[int, int] = {}
+    stacks: list[Any] = []
+
+    def ref(obj: dict[str, Any]) -> dict[str, Any]:
+        out = {k: v for k, v in obj.items() if k not in ("frames", "blocks")}
+        frames = obj.get("frames")
+        if frames:
+            i = index.get(id(frames))
+            if i is None:
+                i = index[id(frames)] = len(stacks)
+                stacks.append(frames)
+            out["stack"] = i
+        return out
+
+    doc = {
+        "format": JSON_FORMAT,
+        "stacks": stacks,
+        "segments": [{**ref(s), "blocks": [ref(b) for b in s["blocks"]]} for s in snap["segments"]],
+        "device_traces": [[ref(e) for e in t] for t in snap["device_traces"]],
+        "allocator_settings": snap.get("allocator_settings", {}),
+    }
+    out = Path(path)
+    out.write_text(json.dumps(doc, separators=(",", ":")), encoding="utf-8")
+    return out
+
+
+def load_snapshot_json(path: str | Path) -> dict[str, Any]:
+    """Read a JSON snapshot written by :func:`dump_snapshot_json` back into PyTorch's structure.
+
+    Raises ``ValueError`` if the file is not one (a pickle is never read)."""
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path} is not a trn-notebook memory snapshot (JSON from _dump_snapshot): {exc}") from exc
+    if not isinstance(doc, dict) or doc.get("format") != JSON_FORMAT:
+        raise ValueError(f"{path} is not a trn-notebook memory snapshot (JSON written by _dump_snapshot)")
+    stacks = doc["stacks"]
+
+    def expand(obj: dict[str, Any]) -> dict[str, Any]:
+        i = obj.pop("stack", None)
+        obj["frames"] = stacks[i] if i is not None else []
+        if isinstance(obj.get("segment_pool_id"), list):
+            obj["segment_pool_id"] = tuple(obj["segment_pool_id"])
+        return obj
+
+    for seg in doc["segments"]:
+        expand(seg)
+        for b in seg["blocks"]:
+            expand(b)
+    for trace in doc["device_traces"]:
+        for e in trace:
+            expand(e)
+    return {k: doc[k] for k in ("segments", "device_traces", "allocator_settings")}
+
+
 def fragmentation(snapshot: dict[str, Any] | None = None) -> pd.DataFrame:
-    """Per segment: total, allocated, free, largest free block and ``fragmentation = 1 - largest/free``."""
+    """Per segment: total, allocated, free, largest free block and ``fragmentation = 1 - largest/free``.
+
+    Adjacent free blocks count as one block: the allocator merges them before it gives up (and
+    before it reserves a new segment when HBM is short), so they are not fragmentation."""
     import pandas as pd
 
     snap = snapshot if snapshot is not None else _snapshot_or_state()
     rows = []
     for seg in snap["segments"]:
-        free_blocks = [b["size"] for b in seg["blocks"] if b["state"] == "inactive"]
+        free_blocks, run = [], 0
+        for b in seg["blocks"]:
+            if b["state"] == "inactive":
+                run += b["size"]
+            elif run:
+                free_blocks.append(run)
+                run = 0
+        if run:
+            free_blocks.append(run)
         free = sum(free_blocks)
         largest = max(free_blocks, default=0)
         rows.append(
@@ -225,4 +305,6 @@ def install_memory_namespace() -> None:
     ns._record_memory_history = _record_memory_history  # type: ignore[attr-defined]
     ns._snapshot = _snapshot  # type: ignore[attr-defined]
     ns._dump_snapshot = _dump_snapshot  # type: ignore[attr-defined]
+    ns.load_snapshot_json = load_snapshot_json  # type: ignore[attr-defined]
+    ns.fragmentation = fragmentation  # type: ignore[attr-defined]
     module.memory = ns

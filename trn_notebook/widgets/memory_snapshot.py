@@ -8,11 +8,12 @@ gradients, optimizer state, activations, workspace (guessed when the block was a
 from __future__ import annotations
 
 import html
+import os
 from typing import Any
 
 import traitlets
 
-from ..profiling.memory import OWNERS, _snapshot, fragmentation
+from ..profiling.memory import OWNERS, _snapshot, fragmentation, load_snapshot_json
 from ._base import STATIC, TrnWidget
 
 MAX_SEGMENTS = 200
@@ -39,7 +40,12 @@ class MemorySnapshotWidget(TrnWidget):
     sites = traitlets.List().tag(sync=True)  # [site, bytes, blocks, owner]
     totals = traitlets.Dict().tag(sync=True)
 
-    def __init__(self, snapshot: dict[str, Any] | None = None, **kwargs: Any) -> None:
+    def __init__(self, snapshot: dict[str, Any] | str | os.PathLike[str] | None = None, **kwargs: Any) -> None:
+        """``snapshot``: a snapshot dict, the path of a JSON snapshot from ``_dump_snapshot`` (never a
+        pickle), or None for a new one each refresh. Raises ``RuntimeError`` (how to start recording)
+        when history is off, ``ValueError`` for a file that is not one of our JSON snapshots."""
+        if isinstance(snapshot, (str, os.PathLike)):
+            snapshot = load_snapshot_json(snapshot)
         self._given = snapshot
         super().__init__(**kwargs)
         self.refresh()
@@ -97,3 +103,10 @@ class MemorySnapshotWidget(TrnWidget):
         lines = [f"Memory snapshot: {t.get('allocated', 0)} B allocated of {t.get('reserved', 0)} B reserved"]
         lines += [f"  {b:>12} B  {n:>5} blocks  {o:<16} {s}" for s, b, n, o in self.sites[:10]]
         return "\n".join(lines)
+
+
+def memory_snapshot_view(snapshot: dict[str, Any] | str | os.PathLike[str] | None = None) -> MemorySnapshotWidget:
+    """A :class:`MemorySnapshotWidget` of the live allocator (after
+    ``torch.neuron.memory._record_memory_history()``), of a snapshot dict, or of a JSON snapshot file.
+    Raises ``RuntimeError`` (how to start recording) or ``ValueError`` (not our JSON snapshot)."""
+    return MemorySnapshotWidget(snapshot)
