@@ -20,6 +20,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", help="write the markdown table here (e.g. docs/models.md)")
     parser.add_argument("--json", help="also write the raw per-model results as JSON here")
     parser.add_argument("--in-process", action="store_true", help="no worker subprocesses (not crash-safe)")
+    parser.add_argument("--per-worker", type=int, default=1, help="models per worker process (default 1)")
     args = parser.parse_args(argv)
     t0 = time.perf_counter()
 
@@ -28,7 +29,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{r.name:12s} {marks}", flush=True)
 
     try:
-        results = run_zoo(args.models, args.quick, isolated=not args.in_process, progress=show)
+        results = run_zoo(
+            args.models, args.quick, isolated=not args.in_process, chunk_size=max(1, args.per_worker), progress=show
+        )
     except ValueError as exc:
         parser.error(str(exc))
     print(f"models: {len(results)}   crashes: {sum(bool(r.crashed) for r in results)}   "
