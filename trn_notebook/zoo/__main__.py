@@ -9,6 +9,8 @@ import sys
 import time
 
 from .api import run_zoo
+from .specs import SPECS
+from .stages import ModelResult
 from .table import summary_lines, to_markdown
 
 
@@ -21,6 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", help="also write the raw per-model results as JSON here")
     parser.add_argument("--in-process", action="store_true", help="no worker subprocesses (not crash-safe)")
     parser.add_argument("--per-worker", type=int, default=1, help="models per worker process (default 1)")
+    parser.add_argument("--from-json", metavar="FILES", help="no run: rebuild the table from saved --json results")
     args = parser.parse_args(argv)
     t0 = time.perf_counter()
 
@@ -28,12 +31,33 @@ def main(argv: list[str] | None = None) -> int:
         marks = " ".join(f"{k}={v[0]}" for k, v in r.stages.items())
         print(f"{r.name:12s} {marks}", flush=True)
 
+    results = _load(args.from_json.split(",")) if args.from_json else _run(args, show, parser)
+    _report(results, args, argv, t0)
+    return 1 if any(r.crashed for r in results) else 0
+
+
+def _load(paths: list[str]) -> list[ModelResult]:
+    """Saved results, later files overriding earlier ones per model, in the zoo's order."""
+    found: dict[str, ModelResult] = {}
+    for path in paths:
+        with open(path, encoding="utf-8") as fh:
+            for data in json.load(fh):
+                r = ModelResult.from_json(data)
+                found[r.name] = r
+    order = [s.name for s in SPECS]
+    return sorted(found.values(), key=lambda r: order.index(r.name) if r.name in order else len(order))
+
+
+def _run(args: argparse.Namespace, show, parser: argparse.ArgumentParser) -> list[ModelResult]:
     try:
-        results = run_zoo(
+        return run_zoo(
             args.models, args.quick, isolated=not args.in_process, chunk_size=max(1, args.per_worker), progress=show
         )
     except ValueError as exc:
         parser.error(str(exc))
+
+
+def _report(results: list[ModelResult], args: argparse.Namespace, argv: list[str] | None, t0: float) -> None:
     print(f"models: {len(results)}   crashes: {sum(bool(r.crashed) for r in results)}   "
           f"({time.perf_counter() - t0:.0f} s)")  # fmt: skip
     for line in summary_lines(results):
@@ -46,7 +70,6 @@ def main(argv: list[str] | None = None) -> int:
         with open(args.out, "w", encoding="utf-8") as fh:
             fh.write(to_markdown(results, command.strip()))
         print(f"wrote {args.out}")
-    return 1 if any(r.crashed for r in results) else 0
 
 
 if __name__ == "__main__":
