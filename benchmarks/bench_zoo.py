@@ -62,6 +62,8 @@ def main() -> None:
     if modeled:
         print(f"modeled device time per decoded token: median {statistics.median(modeled):.1f} us")
     for r in results:
+        for note in r.notes:
+            print(f"  {r.name:12s} {note}")
         if r.figures:
             figs = ", ".join(f"{k}={v:.4g}" for k, v in sorted(r.figures.items()))
             print(f"  {r.name:12s} {figs}")

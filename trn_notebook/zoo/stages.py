@@ -52,6 +52,7 @@ class ModelResult:
     stages: dict[str, list[Any]] = field(default_factory=dict)
     crashed: str = ""
     figures: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # why a benchmark figure is missing
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-serialisable dict (the worker protocol)."""
@@ -130,6 +131,7 @@ class Runner:
         self.cpu = build(spec)
         self._ref_cache: dict[str, Any] = {}
         self.stages_status: dict[str, str] = {}
+        self.notes: list[str] = []
 
     def device_model(self) -> torch.nn.Module:
         """A fresh neuron copy of the CPU weights."""
@@ -314,5 +316,6 @@ def run_model(spec: ModelSpec, stages: tuple[str, ...] = STAGES, bench: bool = F
         from .figures import measure
 
         result.figures = measure(runner)
+        result.notes = list(runner.notes)
     torch._dynamo.reset()
     return result
