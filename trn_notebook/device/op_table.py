@@ -217,6 +217,8 @@ RECORDS = (
     op("upsample_bilinear2d", NATIVE),
     op("upsample_nearest2d", NATIVE),
     op("vdot", NATIVE),
+    op("_weight_norm_interface", NATIVE, ir="weight_norm", kind=LIBRARY),  # nn.utils.weight_norm (Wav2Vec2)
+    op("_weight_norm_interface_backward", NATIVE, ir="weight_norm_backward", kind=LIBRARY),
     op("where", NATIVE, direct=("self",), ir="where", over="*", kind=POINTWISE),
     op("zero", NATIVE),
     op("zeros", NATIVE, ir="zeros", kind=FACTORY),
