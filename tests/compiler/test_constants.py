@@ -73,3 +73,16 @@ def test_non_tensor_attribute_is_a_clear_error():
     g.output(g.get_attr("table"))
     with pytest.raises(LoweringError, match="table is a list, not a tensor"):
         lift_constants(torch.fx.GraphModule(root, g))
+
+
+def test_weight_norm_compiles_and_matches_cpu():
+    """Wav2Vec2's positional conv: nn.utils.parametrizations.weight_norm lowers (forward and backward)."""
+    torch.manual_seed(0)
+    conv = nn.utils.parametrizations.weight_norm(nn.Conv1d(4, 4, 3, padding=1), dim=2)
+    x = torch.randn(2, 4, 3)
+    ref_out, ref_grads = _run(conv, x)
+    conv.to("neuron")
+    out, grads = _run(conv, x.to("neuron"), torch.compile(conv, backend="neuron"))
+    torch.testing.assert_close(out, ref_out, rtol=1e-5, atol=1e-6)
+    for name, g in ref_grads.items():
+        torch.testing.assert_close(grads[name], g, rtol=1e-4, atol=1e-6, msg=name)

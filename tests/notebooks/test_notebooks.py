@@ -14,7 +14,7 @@ NOTEBOOKS = sorted(p.name for p in EXAMPLES.glob("*.ipynb"))
 
 
 def _needs_compiler(name: str) -> bool:
-    return name.split("_", 1)[0] in {"03", "04", "05", "08", "10", "11"}
+    return name.split("_", 1)[0] in {"03", "04", "05", "08", "09", "10", "11"}
 
 
 @pytest.mark.slow

@@ -23,22 +23,17 @@ def _worker_cmd(quick: bool) -> list[str]:
     return [sys.executable, "-m", "trn_notebook.compat.isolate", *(["--quick"] if quick else [])]
 
 
-def _run_chunk(names: list[str], quick: bool, timeout_s: float) -> tuple[dict[str, OpResult], str]:
-    """Run one worker; returns the results it reported and, if it died, why."""
+def run_worker(cmd: list[str], names: list[str], timeout_s: float) -> tuple[list[dict], str]:
+    """Run one worker process on ``names`` (one per stdin line); returns the ``RESULT`` JSON objects it
+    printed and, if it did not finish cleanly (crash, signal, timeout), why. Shared with the model zoo."""
     env = dict(os.environ, PYTHONWARNINGS="ignore")
     try:
-        proc = subprocess.run(
-            _worker_cmd(quick), input="\n".join(names), capture_output=True, text=True, timeout=timeout_s, env=env
-        )
+        proc = subprocess.run(cmd, input="\n".join(names), capture_output=True, text=True, timeout=timeout_s, env=env)
         out, err, rc = proc.stdout, proc.stderr, proc.returncode
     except subprocess.TimeoutExpired as exc:
         out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
         err, rc = f"timed out after {timeout_s:.0f} s", None
-    results = {}
-    for line in out.splitlines():
-        if line.startswith(_PREFIX):
-            r = OpResult.from_json(json.loads(line[len(_PREFIX) :]))
-            results[r.op] = r
+    results = [json.loads(line[len(_PREFIX) :]) for line in out.splitlines() if line.startswith(_PREFIX)]
     if rc == 0 and len(results) == len(names):
         return results, ""
     if rc is None:
@@ -46,6 +41,22 @@ def _run_chunk(names: list[str], quick: bool, timeout_s: float) -> tuple[dict[st
     tail = err.strip().splitlines()[-1:] if err.strip() else []
     how = f"killed by signal {-rc}" if rc < 0 else f"exit status {rc}"
     return results, how + (f" ({tail[0][:200]})" if tail else "")
+
+
+def emit(result: dict) -> None:
+    """Worker side of :func:`run_worker`: print one result line."""
+    sys.stdout.write(_PREFIX + json.dumps(result) + "\n")
+    sys.stdout.flush()
+
+
+def _run_chunk(names: list[str], quick: bool, timeout_s: float) -> tuple[dict[str, OpResult], str]:
+    """Run one worker; returns the results it reported and, if it died, why."""
+    found, died = run_worker(_worker_cmd(quick), names, timeout_s)
+    results = {}
+    for data in found:
+        r = OpResult.from_json(data)
+        results[r.op] = r
+    return results, died
 
 
 def run_isolated(
@@ -92,9 +103,7 @@ def _worker(lines: Iterable[str], quick: bool) -> None:
     for line in lines:
         name = line.strip()
         if name:
-            result = run_op(name, quick=quick)
-            sys.stdout.write(_PREFIX + json.dumps(result.to_json()) + "\n")
-            sys.stdout.flush()
+            emit(run_op(name, quick=quick).to_json())
 
 
 if __name__ == "__main__":

@@ -147,6 +147,11 @@ def _guess_model_name() -> str:
                 return type(obj).__name__
             if key == "fn" and callable(obj) and hasattr(obj, "__name__"):
                 return str(obj.__name__)
+        args = f_locals.get("args")
+        for value in (*(args if isinstance(args, tuple) else ()), *f_locals.values()):  # transformers' wrappers
+            value = getattr(value, "__self__", value)
+            if isinstance(value, torch.nn.Module):
+                return type(value).__name__
         return tx.f_code.co_name
     except Exception:
         return "graph"

@@ -104,6 +104,9 @@ class _Lowerer:
         prefix: tuple[Any, ...] = ()
         if kernel is not None:  # a registered custom tile kernel: kernel_call('ns::name@version', args...)
             op, prefix = "kernel_call", (kernel.ref,)
+        elif op is None and isinstance(target, torch._ops.OpOverload) and target.namespace not in ("aten", "prims"):
+            op = "custom_call"  # another torch.library custom op runs as a library call of the runtime
+            prefix = (f"{target.namespace}.{target._opname}.{target._overloadname}",)
         if op is None:
             raise LoweringError(
                 f"the neuron compiler has no lowering for {target} (user code: {user_source(node) or 'unknown'}); "

@@ -94,7 +94,37 @@ _build()
 # Custom tile kernels (trn_notebook.nki.nki_op): an IR-only op, not an ATen record; lowering emits it for
 # any custom op whose OpOverload carries a kernel entry (see kernel_call.py). A kernel of its own.
 OPS["kernel_call"] = OpDef("kernel_call", "library", kernel_call)
-IR_ONLY = frozenset({"kernel_call"})  # IR ops no ATen record defines
+IR_ONLY = frozenset({"kernel_call", "custom_call"})  # IR ops no ATen record defines
+
+
+def _histc(x: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+    """``histc``; integer inputs (MoE routers off-CPU) count in float32 and keep their dtype, as on the device."""
+    if x.is_floating_point():
+        return torch.ops.aten.histc.default(x, *args, **kwargs)
+    return torch.ops.aten.histc.default(x.float(), *args, **kwargs).to(x.dtype)
+
+
+def resolve_custom_op(name: str) -> Any:
+    """``torch.ops.<ns>.<op>.<overload>`` named ``"ns.op.overload"``: a registered custom op (not aten/prims).
+
+    Raises ``KeyError`` when the op is not registered in this process (e.g. its library is not imported).
+    """
+    ns, op, overload = name.split(".")
+    if ns in ("aten", "prims"):
+        raise KeyError(f"custom_call {name!r}: aten/prims ops lower to their own IR ops")
+    try:
+        return getattr(getattr(getattr(torch.ops, ns), op), overload)
+    except (AttributeError, RuntimeError) as exc:
+        raise KeyError(f"custom op {name} is not registered in this process (import its library first)") from exc
+
+
+def _custom_call(name: str, *args: Any, **kwargs: Any) -> Any:
+    return resolve_custom_op(name)(*args, **kwargs)
+
+
+OPS["histc"] = OpDef("histc", "library", _histc, reduces=OPS["histc"].reduces)
+# A torch.library custom op (e.g. transformers::grouped_mm_fallback of MoE layers): a runtime library call.
+OPS["custom_call"] = OpDef("custom_call", "library", _custom_call, random=True)  # never merged by CSE
 
 RANDOM_OPS = frozenset(name for name, d in OPS.items() if d.random)
 

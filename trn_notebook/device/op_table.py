@@ -117,6 +117,7 @@ RECORDS = (
     op("embedding", NATIVE, direct=("default",), ir="embedding", kind=LIBRARY),
     op("embedding_dense_backward", NATIVE, direct=("default",), ir="embedding_backward", kind=LIBRARY, i64_index=True),
     op("empty", NATIVE, ir="empty", over=("memory_format",), kind=FACTORY, random=True),
+    op("empty_like", NATIVE, ir="empty_like", kind=FACTORY, random=True),
     op("empty_strided", NATIVE, ir="empty_strided", kind=FACTORY, random=True),
     op("eye", NATIVE),
     op("fill", NATIVE),
@@ -135,7 +136,7 @@ RECORDS = (
     op("hardtanh_backward", NATIVE, ir="hardtanh_backward", kind=POINTWISE),
     op("index", NATIVE, ir="index", over=("Tensor",), kind=LIBRARY, i64_index=True),
     op("index_add", NATIVE),
-    op("index_copy", NATIVE),
+    op("index_copy", NATIVE, ir="index_copy", kind=LIBRARY, i64_index=True),  # static KV caches
     op("index_fill", NATIVE),
     op("index_put", NATIVE, ir="index_put", kind=LIBRARY, i64_index=True),
     op("index_put_", NATIVE),
@@ -167,6 +168,9 @@ RECORDS = (
     op("native_group_norm_backward", NATIVE, direct=("default",), ir="group_norm_backward", kind=LIBRARY),
     op("native_layer_norm", NATIVE, direct=("default",), ir="layer_norm", kind=LIBRARY, reduces=True),
     op("native_layer_norm_backward", NATIVE, direct=("default",), ir="layer_norm_backward", kind=LIBRARY),
+    op("new_full", NATIVE, ir="new_full", kind=FACTORY),
+    op("new_ones", NATIVE, ir="new_ones", kind=FACTORY),  # transformers' masks: `x.new_ones(...)`
+    op("new_zeros", NATIVE, ir="new_zeros", kind=FACTORY),
     op("nll_loss2d_backward", NATIVE),
     op("nll_loss2d_forward", NATIVE),
     op("nll_loss_backward", NATIVE, direct=("default",), ir="nll_loss_backward", kind=LIBRARY, i64_index=True),
@@ -195,7 +199,7 @@ RECORDS = (
         ir="sdpa_flash_backward",
         kind=MATMUL_K,
     ),
-    op("scatter", NATIVE),
+    op("scatter", NATIVE, ir="scatter", over="*", kind=LIBRARY, i64_index=True),
     op("scatter_add", NATIVE, ir="scatter_add", kind=LIBRARY, i64_index=True),
     op("scatter_reduce", NATIVE),
     op("sigmoid_backward", NATIVE, ir="sigmoid_backward", kind=POINTWISE),
@@ -213,6 +217,8 @@ RECORDS = (
     op("upsample_bilinear2d", NATIVE),
     op("upsample_nearest2d", NATIVE),
     op("vdot", NATIVE),
+    op("_weight_norm_interface", NATIVE, ir="weight_norm", kind=LIBRARY),  # nn.utils.weight_norm (Wav2Vec2)
+    op("_weight_norm_interface_backward", NATIVE, ir="weight_norm_backward", kind=LIBRARY),
     op("where", NATIVE, direct=("self",), ir="where", over="*", kind=POINTWISE),
     op("zero", NATIVE),
     op("zeros", NATIVE, ir="zeros", kind=FACTORY),
@@ -231,7 +237,7 @@ RECORDS = (
     op("_fft_r2c", FALLBACK, FFT),
     op("geometric", FALLBACK, RNG),
     op("geqrf", FALLBACK, LINALG),
-    op("histc", FALLBACK, DYNAMIC, upcast_int=True),
+    op("histc", FALLBACK, DYNAMIC, upcast_int=True, ir="histc", kind=LIBRARY),  # MoE routers (compiler.ops upcasts)
     op("histogram", FALLBACK, DYNAMIC),
     op("kthvalue", FALLBACK, NO_KERNEL),
     op("linalg_cholesky_ex", FALLBACK, LINALG),

@@ -1,0 +1,75 @@
+"""Run the zoo: every selected model in its own worker process (a crash names its model)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+
+from .specs import ModelSpec, select
+from .stages import STAGES, ModelResult
+
+
+def _crashed(s: ModelSpec, why: str) -> ModelResult:
+    r = ModelResult(s.name, s.family, s.model, crashed=why)
+    for stage in STAGES:
+        r.stages[stage] = ["fail", f"worker crashed: {why}", 0.0]
+    return r
+
+
+def run_zoo(
+    patterns: str | None = None,
+    quick: bool = False,
+    isolated: bool = True,
+    bench: bool = False,
+    chunk_size: int = 1,
+    timeout_s: float = 900.0,
+    progress: Callable[[ModelResult], None] | None = None,
+) -> list[ModelResult]:
+    """Run every stage of every selected model (``patterns``: comma-separated globs; ``quick``: CI subset).
+
+    Models run in ``python -m trn_notebook.zoo.worker`` processes, ``chunk_size`` per worker (1: each
+    model alone), unless ``isolated`` is False. When a worker dies (crash, signal, timeout per model),
+    the first model it did not report is re-run alone to confirm and name the crash (a row with
+    ``crashed`` set, never a crash of the run), the rest in a new worker. Raises ``ValueError`` when a
+    pattern matches no model.
+    """
+    from trn_notebook.compat.isolate import run_worker
+
+    specs = select(patterns, quick)
+    if not isolated:
+        from .stages import run_model
+
+        out = []
+        for s in specs:
+            out.append(run_model(s, bench=bench))
+            if progress:
+                progress(out[-1])
+        return out
+    cmd = [sys.executable, "-m", "trn_notebook.zoo.worker", *(["--bench"] if bench else [])]
+    by_name = {s.name: s for s in specs}
+    done: dict[str, ModelResult] = {}
+    pending = [s.name for s in specs]
+    while pending:
+        chunk, pending = pending[:chunk_size], pending[chunk_size:]
+        found, died = run_worker(cmd, chunk, timeout_s * len(chunk))
+        for data in found:
+            r = ModelResult.from_json(data)
+            done[r.name] = r
+            if progress:
+                progress(r)
+        if not died:
+            continue
+        missing = [n for n in chunk if n not in done]
+        if not missing:
+            continue
+        suspect, rest = missing[0], missing[1:]
+        if len(chunk) > 1:
+            alone, died_alone = run_worker(cmd, [suspect], timeout_s)
+            r = ModelResult.from_json(alone[0]) if alone else _crashed(by_name[suspect], died_alone or died)
+        else:
+            r = _crashed(by_name[suspect], died)
+        done[suspect] = r
+        if progress:
+            progress(r)
+        pending = rest + pending
+    return [done[s.name] for s in specs]
