@@ -115,7 +115,10 @@ def test_placement_sort_and_filter_from_the_front_end(ops: dict[str, tuple[Any, 
     front_end_update(view, {"category_filter": "cpu_fallback"})
     assert {r["category"] for r in view.rows} == {"cpu_fallback"}
     assert "sort" in {r["op"] for r in view.rows}
-    # The totals still cover every op, whatever the filter.
+    # The totals row covers what the filter shows; the summary keeps the session's fallback share.
+    assert view.totals["calls"] == sum(e[1] for e in ops.values() if e[0] == "cpu_fallback")
+    assert "showing cpu_fallback only" in view.totals["summary"]
+    front_end_update(view, {"category_filter": ""})
     assert view.totals["calls"] == sum(e[1] for e in ops.values())
 
 
@@ -159,7 +162,7 @@ def test_placement_fallback_mimebundle_has_table_and_share(ops: dict[str, tuple[
     view = PlacementView()
     data, _ = view._repr_mimebundle_()
     assert "application/vnd.jupyter.widget-view+json" in data
-    pct = f"{view.totals['fallback_pct']:.1f}% of modeled device time spent in fallbacks"
+    pct = f"{view.totals['fallback_pct']:.1f}% of modeled time spent in CPU fallbacks"
     assert pct in data["text/html"] and pct in data["text/plain"]
     assert "<td>sort</td>" in data["text/html"] and "<td>cpu_fallback</td>" in data["text/html"]
     assert "sort" in data["text/plain"]
@@ -609,7 +612,7 @@ def test_executed_notebook_keeps_static_figures_and_widget_state(tmp_path: Any) 
     saved = nbformat.read(tmp_path / "saved.ipynb", as_version=4)
     placement = next(o for o in saved.cells[1].outputs if o.get("output_type") == "execute_result")
     assert "application/vnd.jupyter.widget-view+json" in placement.data
-    assert "% of modeled device time spent in fallbacks" in placement.data["text/html"]
+    assert "% of modeled time spent in CPU fallbacks" in placement.data["text/html"]
     assert "<td>sort</td>" in placement.data["text/html"]
     assert "sort" in placement.data["text/plain"]
     dash = next(o for o in saved.cells[2].outputs if o.get("output_type") == "execute_result")

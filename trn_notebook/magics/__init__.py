@@ -26,6 +26,7 @@ def load_ipython_extension(shell: InteractiveShell) -> None:
     shell.register_magics(TrnMagics)
     hooks.install_completion(shell)
     hooks.install_source_formatter(shell)
+    hooks.install_warning_format(shell)
     shell.events.register("post_run_cell", hooks.post_run_cell)
     status_comm.register(shell, _payload)  # type: ignore[arg-type]
 
@@ -38,6 +39,7 @@ def unload_ipython_extension(shell: InteractiveShell) -> None:
     manager.registry.pop(TrnMagics.__name__, None)
     hooks.remove_completion(shell)
     hooks.remove_source_formatter(shell)
+    hooks.remove_warning_format(shell)
     try:
         shell.events.unregister("post_run_cell", hooks.post_run_cell)
     except ValueError:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import linecache
 import sys
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -66,6 +68,33 @@ def remove_source_formatter(shell: InteractiveShell) -> None:
         from ..device.placement import _default_formatter
 
         placement_log.source_formatter = _default_formatter
+
+
+def install_warning_format(shell: InteractiveShell) -> None:
+    """Name notebook cells in warnings: ``cell [3] line 2: NeuronFallbackWarning: …``; idempotent."""
+    remove_warning_format(shell)
+    previous = warnings.formatwarning
+    fmt = cell_source_formatter(shell)
+
+    def formatwarning(
+        message: Warning | str, category: type[Warning], filename: str, lineno: int, line: str | None = None
+    ) -> str:
+        where = fmt(filename, lineno)
+        if not where.startswith("cell ["):
+            return previous(message, category, filename, lineno, line)
+        text = (line if line is not None else linecache.getline(filename, lineno)).strip()
+        return f"{where}: {category.__name__}: {message}\n" + (f"  {text}\n" if text else "")
+
+    formatwarning.trn_shell = shell  # type: ignore[attr-defined]
+    formatwarning.trn_previous = previous  # type: ignore[attr-defined]
+    warnings.formatwarning = formatwarning  # type: ignore[assignment]
+
+
+def remove_warning_format(shell: InteractiveShell) -> None:
+    """Restore the warning formatter that was in force before :func:`install_warning_format`."""
+    current = warnings.formatwarning
+    if getattr(current, "trn_shell", None) is shell:
+        warnings.formatwarning = current.trn_previous  # type: ignore[attr-defined]
 
 
 def post_run_cell(result: object) -> None:
