@@ -258,10 +258,11 @@ def explain(target: Any, stage: str | None = None, *, title: str = "") -> Result
 
 
 def report() -> Result:
-    """The migration report of this session's evidence (``trn_notebook.report()``)."""
-    from ..migration import report as build_report
+    """The last migration report measured in this session (``trn_notebook.report(model, inputs)``), else the
+    report of the session's evidence alone (saying what passing a model would measure)."""
+    from ..migration.render import last_report
 
-    return build_report()
+    return last_report()
 
 
 def dashboard() -> Result:
