@@ -54,6 +54,8 @@ def make_payload(**changes: Any) -> StatusPayload:
         cache_hits=0,
         cache_misses=0,
         fallback_ops=0,
+        text="neuron:0 trn2 (sim) · 0 B / 96.00 GiB · cache 0 hit 0 miss · fallback 0",
+        title="trn-notebook device: neuron:0 trn2 (sim)",
     )
     payload.update(changes)  # type: ignore[typeddict-item]
     return payload
@@ -134,8 +136,11 @@ def test_register_twice_keeps_one_comm_and_one_hook(shell):
 
     assert len(opened) == 1
     assert opened[0].sent == [("comm_open", make_payload()), ("comm_msg", make_payload(cache_hits=7))]
-    hooks = [cb for cb in ip.events.callbacks["post_run_cell"] if getattr(cb, "__self__", None) is not None]
-    assert sum(isinstance(cb.__self__, status_comm.StatusComm) for cb in hooks) == 1
+    from trn_notebook.session.events import cell_finished
+
+    assert ip.events.callbacks["post_run_cell"].count(cell_finished.emit) == 1  # one hook for every view
+    subscribed = [r() for r in cell_finished._subs]
+    assert sum(isinstance(getattr(fn, "__self__", None), status_comm.StatusComm) for fn in subscribed) == 1
 
 
 def test_failing_payload_is_sent_as_error_data_and_cell_succeeds(shell):

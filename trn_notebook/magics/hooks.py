@@ -1,4 +1,4 @@
-"""Shell integration of ``%trn``: cell-aware source lines, the post-cell state refresh, tab completion."""
+"""Shell integration of ``%trn``: cell-aware source lines and warnings, tab completion."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from IPython.core.error import TryNext
 from IPython.core.interactiveshell import InteractiveShell
 
 from ..device.placement import placement_log
-from ..status import state_snapshot
 from .parser import CELL_MODES, CHIPS, LINE_ONLY, STAGES, subparsers
 
 COMPLETION_KEYS = ("%trn", "%%trn")
@@ -95,16 +94,6 @@ def remove_warning_format(shell: InteractiveShell) -> None:
     current = warnings.formatwarning
     if getattr(current, "trn_shell", None) is shell:
         warnings.formatwarning = current.trn_previous  # type: ignore[attr-defined]
-
-
-def post_run_cell(result: object) -> None:
-    """Refresh the state snapshot read by widgets and the status bar (cheap when nothing changed)."""
-    try:
-        state_snapshot()
-    except Exception:  # a broken snapshot must never print under every cell
-        import logging
-
-        logging.getLogger(__name__).debug("trn-notebook state refresh failed", exc_info=True)
 
 
 # -- completion ------------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from ..device.clocks import clocks
+from ..presentation import COMPILE_STAGE_LABELS
 from ..results import Card, Result, Table, fmt_s
 from .cellfunc import VALUE_NAME, CellFunction, rewrite_cell
 
@@ -143,14 +144,7 @@ class CompileReport(Result):
         return out
 
 
-STAGE_LABELS = {
-    "capture": "dynamo tracing",
-    "aot": "AOTAutograd",
-    "lower": "lowering",
-    "passes": "passes",
-    "codegen": "codegen",
-    "cache_write": "cache write",
-}
+STAGE_LABELS = COMPILE_STAGE_LABELS
 
 
 def _short(reason: str, limit: int = 160) -> str:

@@ -5,12 +5,13 @@ from __future__ import annotations
 import torch
 
 from ..device import register
+from ..device.chips import CHIPS as CHIP_SPECS
 from ..device.config import get_config, set_config
 from ..device.runtime import allocator, get_chip, set_chip
 from ..results import Card, fmt_bytes
 from ..status import current_device
 
-CHIPS = ("trn2", "trn3")
+CHIPS = tuple(sorted(CHIP_SPECS))
 RNG_NOTE = (
     "random numbers (torch.randn, rand, randint, dropout masks) are drawn on the host by design, as on the "
     "real device: they count as cpu_fallback in %trn ops but raise no warning; any other fallback warns once, "

@@ -19,15 +19,10 @@ from typing import Any
 from ..api import placement_summary
 from ..device.placement import CALLS, CATEGORY, D2H, DEVICE_S, H2D, HOST_S, SOURCE, placement_log
 from ..device.runtime import allocator
+from ..presentation import EXPLAIN_STAGES
 from ..results import Card, Message, Preformatted, Result, Sections, Table, fmt_bytes
 
-STAGES = {
-    "fx": ("fx",),
-    "aten": ("aten_forward", "aten_backward"),
-    "ir": ("ir",),
-    "passes": ("passes",),
-    "schedule": ("schedule",),
-}
+STAGES = EXPLAIN_STAGES
 
 
 def _optional(module: str) -> Any:
