@@ -36,6 +36,7 @@ from IPython.testing import globalipapp
 
 from trn_notebook.magics import status_comm
 from trn_notebook.magics.status_comm import TARGET_NAME, StatusPayload, register, unregister
+from trn_notebook.status import status_strings
 
 BUILD_DIR = REPO_ROOT / "trn_notebook" / "labextension"
 INSTALL_JSON = REPO_ROOT / "labextension" / "install.json"
@@ -54,10 +55,11 @@ def make_payload(**changes: Any) -> StatusPayload:
         cache_hits=0,
         cache_misses=0,
         fallback_ops=0,
-        text="neuron:0 trn2 (sim) · 0 B / 96.00 GiB · cache 0 hit 0 miss · fallback 0",
-        title="trn-notebook device: neuron:0 trn2 (sim)",
+        text="",
+        title="",
     )
     payload.update(changes)  # type: ignore[typeddict-item]
+    payload["text"], payload["title"] = status_strings(dict(payload))
     return payload
 
 
@@ -200,11 +202,14 @@ def test_unregister_closes_comm_and_removes_hook(shell):
 
 KERNEL_SETUP = """
 from trn_notebook.magics.status_comm import register
+from trn_notebook.status import status_strings
 state = {"memory_allocated": 0}
 def payload():
-    return {"type": "status", "loaded": True, "device": "neuron:0", "label": "neuron:0 trn2 (sim)",
-            "chip": "trn2", "memory_allocated": state["memory_allocated"], "memory_capacity": 96 * 2**30,
-            "cache_hits": 0, "cache_misses": 0, "fallback_ops": 0}
+    p = {"type": "status", "loaded": True, "device": "neuron:0", "label": "neuron:0 trn2 (sim)",
+         "chip": "trn2", "memory_allocated": state["memory_allocated"], "memory_capacity": 96 * 2**30,
+         "cache_hits": 0, "cache_misses": 0, "fallback_ops": 0}
+    p["text"], p["title"] = status_strings(p)
+    return p
 _status = register(get_ipython(), payload)
 """
 
@@ -338,10 +343,14 @@ def trn(line):  # stands in for the real %trn until this notebook uses %load_ext
 
 state = {"memory_allocated": 0}
 
+from trn_notebook.status import status_strings
+
 def payload():
-    return {"type": "status", "loaded": True, "device": "neuron:0", "label": "neuron:0 trn2 (sim)",
-            "chip": "trn2", "memory_allocated": state["memory_allocated"], "memory_capacity": 96 * 2**30,
-            "cache_hits": 2, "cache_misses": 1, "fallback_ops": 0}
+    p = {"type": "status", "loaded": True, "device": "neuron:0", "label": "neuron:0 trn2 (sim)",
+         "chip": "trn2", "memory_allocated": state["memory_allocated"], "memory_capacity": 96 * 2**30,
+         "cache_hits": 2, "cache_misses": 1, "fallback_ops": 0}
+    p["text"], p["title"] = status_strings(p)
+    return p
 
 _status = register(get_ipython(), payload)"""
 
@@ -469,14 +478,14 @@ def test_status_item_shows_kernel_state_and_opens_dashboard(lab, page, screensho
 
     page.locator(".jp-Cell").first.click()
     run_next_cell(page)
-    first = wait_status(page, r"^neuron:0 trn2 \(sim\) · 0 B / 96\.0 GiB · cache 2 hit 1 miss · fallback 0$")
+    first = wait_status(page, r"^neuron:0 trn2 \(sim\) · 0 B / 96\.00 GiB · cache 2 hit 1 miss · fallback 0$")
     run_next_cell(page)
-    second = wait_status(page, r"3\.0 MiB / 96\.0 GiB")
+    second = wait_status(page, r"3\.00 MiB / 96\.00 GiB")
     page.screenshot(path=str(screenshots / "status-item.png"))
 
-    assert second == "neuron:0 trn2 (sim) · 3.0 MiB / 96.0 GiB · cache 2 hit 1 miss · fallback 0"
+    assert second == "neuron:0 trn2 (sim) · 3.00 MiB / 96.00 GiB · cache 2 hit 1 miss · fallback 0"
     assert first != second
-    assert "memory allocated: 3145728 of 103079215104 bytes" in str(page.locator(STATUS).get_attribute("title"))
+    assert "memory allocated: 3.00 MiB / 96.00 GiB" in str(page.locator(STATUS).get_attribute("title"))
 
     prompt, source, output = click_status_and_wait_for_dashboard(page)
     page.screenshot(path=str(screenshots / "status-item-dashboard.png"))
@@ -495,7 +504,7 @@ def test_status_item_follows_notebook_switch_reload_and_restart(lab, page):
     open_notebook(page, url, "loaded.ipynb")
     page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
     wait_cells_done(page)
-    wait_status(page, r"5\.0 MiB")
+    wait_status(page, r"5\.00 MiB")
 
     # Switching to a notebook whose kernel has no trn_notebook, and back.
     page.evaluate("() => window.jupyterapp.commands.execute('docmanager:open', {path: 'plain.ipynb'})")
@@ -503,14 +512,14 @@ def test_status_item_follows_notebook_switch_reload_and_restart(lab, page):
     wait_kernel_idle(page)
     assert wait_status(page, r"^trn: not loaded$") == "trn: not loaded"
     page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="loaded.ipynb").click()
-    assert "5.0 MiB" in wait_status(page, r"5\.0 MiB")
+    assert "5.00 MiB" in wait_status(page, r"5\.00 MiB")
 
     # A page reload reconnects to the same kernel: the item finds the open comm again.
     page.reload()
     page.locator(".jp-NotebookPanel").first.wait_for()
     page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="loaded.ipynb").click()
     wait_kernel_idle(page)
-    assert "5.0 MiB" in wait_status(page, r"5\.0 MiB")
+    assert "5.00 MiB" in wait_status(page, r"5\.00 MiB")
 
     # A restarted kernel has not loaded trn_notebook until the cells run again.
     page.evaluate("() => window.jupyterapp.shell.currentWidget.sessionContext.restartKernel()")
@@ -518,7 +527,7 @@ def test_status_item_follows_notebook_switch_reload_and_restart(lab, page):
     wait_kernel_idle(page)
     page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
     wait_cells_done(page)
-    assert "5.0 MiB" in wait_status(page, r"5\.0 MiB")
+    assert "5.00 MiB" in wait_status(page, r"5\.00 MiB")
 
 
 def _trn_extension_missing() -> str | None:
