@@ -332,7 +332,7 @@ def test_tuner_histogram_bins_every_sample_on_integer_edges() -> None:
 def test_tuner_controls_round_trip_policy_specs(spec: str) -> None:
     c = spec_controls(spec)
     assert controls_spec(c["kind"], c["min_len"], c["max_len"], c.get("count", 4), c.get("sizes", "")) == spec
-    with pytest.raises(ValueError, match="not a bucket policy spec"):
+    with pytest.raises(ValueError, match="cannot parse bucket policy"):  # BucketPolicy's own grammar
         spec_controls("pow2:abc")
 
 
@@ -393,7 +393,7 @@ def test_tuner_invalid_policy_is_reported_as_data(given_lengths: Any) -> None:
     good = view.policy
     front_end_update(view, {"kind": "list", "sizes": "12,abc"})
     assert view.error and "ValueError" in view.error
-    assert view.policy == good  # the last valid candidate stays
+    assert good and view.policy == "" and not view.valid and not view.can_apply  # no stale candidate to apply
     front_end_update(view, {"sizes": "64,4096"})
     assert view.error == "" and view.policy == "list:64,4096"
 
@@ -407,10 +407,11 @@ def test_tuner_apply_sets_the_policy_on_the_bucketed_callable() -> None:
     for n in (5, 9, 9, 30, 100, 130):
         target(torch.ones(1, n, device="neuron"))
     view = ShapeTuner(target)
-    assert view.name == target.name and view.can_apply
+    assert view.name == target.name and not view.can_apply  # the candidate is the policy in force
     assert view.applied == "pow2:8-256" == view.policy
     assert view.hist["samples"] == 6
     front_end_update(view, {"kind": "list", "sizes": "16,128,256"})
+    assert view.can_apply
     assert str(target.policy) == "pow2:8-256"  # moving controls alone changes nothing
     front_end_custom(view, {"type": "apply"})
     assert view.error == ""
@@ -432,9 +433,9 @@ def test_tuner_by_name_finds_the_callable_in_the_notebook_and_applies() -> None:
         for n in (3, 20, 40):
             target(torch.ones(2, n, device="neuron"))
         view = ShapeTuner(name=target.name)
-        assert view.can_apply and view.applied == "pow2:8-64"
+        assert not view.can_apply and view.applied == "pow2:8-64"  # found; nothing new to apply yet
         front_end_update(view, {"kind": "list", "sizes": "64"})
-        assert view.readouts["compiles"] == 1
+        assert view.readouts["compiles"] == 1 and view.can_apply
         front_end_custom(view, {"type": "apply"})
         assert str(target.policy) == "list:64" == view.applied
     finally:
