@@ -63,6 +63,13 @@ def make_payload(**changes: Any) -> StatusPayload:
     return payload
 
 
+def with_strings(state: dict[str, Any]) -> StatusPayload:
+    """A copy of ``state`` with its status-bar text and tooltip formatted from its current figures."""
+    payload = dict(state)
+    payload["text"], payload["title"] = status_strings(payload)
+    return payload  # type: ignore[return-value]
+
+
 # --- kernel side through a real IPython shell ------------------------------------------------
 
 
@@ -101,7 +108,7 @@ def shell(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[InteractiveShell, l
 def test_register_opens_comm_with_current_payload(shell):
     ip, opened = shell
     ip.user_ns["trn_state"] = state = make_payload(memory_allocated=512)
-    register(ip, lambda: dict(state))
+    register(ip, lambda: with_strings(state))
 
     assert len(opened) == 1
     assert opened[0].target_name == TARGET_NAME
@@ -111,7 +118,7 @@ def test_register_opens_comm_with_current_payload(shell):
 def test_changed_payload_is_sent_after_the_cell(shell):
     ip, opened = shell
     ip.user_ns["trn_state"] = state = make_payload()
-    register(ip, lambda: dict(state))
+    register(ip, lambda: with_strings(state))
 
     assert ip.run_cell("trn_state['memory_allocated'] = 4 * 2**20; trn_state['cache_misses'] += 1").success
 
@@ -121,7 +128,7 @@ def test_changed_payload_is_sent_after_the_cell(shell):
 def test_unchanged_payload_is_not_sent_again(shell):
     ip, opened = shell
     ip.user_ns["trn_state"] = state = make_payload()
-    register(ip, lambda: dict(state))
+    register(ip, lambda: with_strings(state))
     ip.run_cell("trn_state['fallback_ops'] = 2")
     ip.run_cell("x = 1 + 1")
     ip.run_cell("trn_state['fallback_ops'] = 2")
@@ -132,7 +139,7 @@ def test_unchanged_payload_is_not_sent_again(shell):
 def test_register_twice_keeps_one_comm_and_one_hook(shell):
     ip, opened = shell
     state = make_payload()
-    register(ip, lambda: dict(state))
+    register(ip, lambda: with_strings(state))
     register(ip, lambda: make_payload(cache_hits=7))
     ip.run_cell("pass")
 
@@ -175,14 +182,14 @@ def test_frontend_request_resends_the_payload(shell):
 def test_frontend_close_stops_sending_until_registered_again(shell):
     ip, opened = shell
     ip.user_ns["trn_state"] = state = make_payload()
-    status = register(ip, lambda: dict(state))
+    status = register(ip, lambda: with_strings(state))
     opened[0].handle_close({"content": {"comm_id": opened[0].comm_id, "data": {}}})
     ip.run_cell("trn_state['cache_hits'] = 3")
 
     assert not status.is_open
     assert opened[0].sent == [("comm_open", make_payload())]
 
-    register(ip, lambda: dict(state))
+    register(ip, lambda: with_strings(state))
     assert len(opened) == 2
     assert opened[1].sent == [("comm_open", make_payload(cache_hits=3))]
 
@@ -190,7 +197,7 @@ def test_frontend_close_stops_sending_until_registered_again(shell):
 def test_unregister_closes_comm_and_removes_hook(shell):
     ip, opened = shell
     ip.user_ns["trn_state"] = state = make_payload()
-    register(ip, lambda: dict(state))
+    register(ip, lambda: with_strings(state))
     unregister(ip)
     ip.run_cell("trn_state['cache_hits'] = 1")
     unregister(ip)  # harmless twice
