@@ -59,8 +59,12 @@ def op_table(snapshot: Mapping[str, PlacementEntry] | None = None) -> pd.DataFra
 
 
 def placement_summary(snapshot: Mapping[str, PlacementEntry] | None = None) -> dict[str, Any]:
-    """Calls and distinct ops by category, modeled device time, the share of it spent in fallbacks,
-    bytes moved, and the clocks (aggregations of :class:`~trn_notebook.device.placement.PlacementSnapshot`)."""
+    """Calls and distinct ops by category, modeled time, the share of it spent in CPU fallbacks, bytes
+    moved, and the clocks (aggregations of :class:`~trn_notebook.device.placement.PlacementSnapshot`).
+
+    Modeled time is the cost model's: device kernels and copies for native ops, modeled copies plus
+    modeled host compute for fallbacks (``modeled_s``; ``device_s`` is the same figure).
+    """
     backend = backends.current()
     if snapshot is None and not backend.is_simulator:
         calls_hw: dict[str, int | str] = {"native": 0, "cpu_fallback": 0}
@@ -71,7 +75,15 @@ def placement_summary(snapshot: Mapping[str, PlacementEntry] | None = None) -> d
                 NOT_MEASURED if row["calls"] is None or known == NOT_MEASURED else known + row["calls"]
             )  # type: ignore[operator]
             ops_hw[row["category"]] = ops_hw.get(row["category"], 0) + 1
-        return {"calls": calls_hw, "ops": ops_hw, "device_s": NOT_MEASURED, "clocks": backends.NA}
+        return {
+            "calls": calls_hw,
+            "ops": ops_hw,
+            "device_s": NOT_MEASURED,
+            "modeled_s": NOT_MEASURED,
+            "fallback_s": NOT_MEASURED,
+            "fallback_pct": NOT_MEASURED,
+            "clocks": backends.NA,
+        }
     snap = placement_log.snapshot() if snapshot is None else snapshot
     if not isinstance(snap, PlacementSnapshot):
         snap = PlacementSnapshot(dict(snap))
@@ -79,6 +91,9 @@ def placement_summary(snapshot: Mapping[str, PlacementEntry] | None = None) -> d
         "calls": snap.calls_by_category,
         "ops": snap.ops_by_category,
         "device_s": snap.device_s,
+        "modeled_s": snap.device_s,
+        "fallback_s": snap.fallback_s,
+        "fallback_pct": 100.0 * snap.fallback_share,
         "fallback_share": snap.fallback_share,
         "bytes_moved": snap.bytes_moved,
         "clocks": clocks.snapshot(),

@@ -29,7 +29,13 @@ def run_notebook(path: Path, timeout: int = 600) -> tuple[object, float]:
 
     nb = nbformat.read(path, as_version=4)
     client = NotebookClient(
-        nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
+        nb,
+        timeout=timeout,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(path.parent)}},
+        # A local kernel on 127.0.0.1: ipykernel's "running over TCP without encryption" warning would
+        # otherwise be the first line this command prints.
+        extra_arguments=["--IPKernelApp.log_level=ERROR"],
     )
     t0 = time.perf_counter()
     client.execute()

@@ -8,42 +8,16 @@ richer results subclass :class:`Result` and compose them in :meth:`Result.parts`
 
 from __future__ import annotations
 
-import html
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .presentation import esc, fmt_bytes, fmt_s
+
+__all__ = ["Card", "Message", "Preformatted", "Result", "Sections", "Table", "esc", "fmt_bytes", "fmt_s"]
+
 _STYLE = "font-family:var(--jp-code-font-family,monospace);font-size:12px;border-collapse:collapse;margin:2px 0"
 _CELL = "padding:1px 8px;border-bottom:1px solid #ddd;text-align:left"
-
-
-def esc(value: object) -> str:
-    """``str(value)`` escaped for HTML."""
-    return html.escape(str(value), quote=True)
-
-
-def fmt_bytes(n: float) -> str:
-    """Bytes in binary units (``1.50 GiB``)."""
-    sign = "-" if n < 0 else ""
-    n = abs(n)
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= size:
-            return f"{sign}{n / size:.2f} {unit}"
-    return f"{sign}{int(n)} B"
-
-
-def fmt_s(seconds: float) -> str:
-    """Seconds with a readable unit (``12.3 ms``, ``4.56 µs``)."""
-    a = abs(seconds)
-    if a >= 1:
-        return f"{seconds:.3f} s"
-    if a >= 1e-3:
-        return f"{seconds * 1e3:.3f} ms"
-    if a >= 1e-6:
-        return f"{seconds * 1e6:.2f} µs"
-    if a == 0:
-        return "0 s"
-    return f"{seconds * 1e9:.1f} ns"
 
 
 class Result:

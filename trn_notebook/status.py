@@ -63,7 +63,7 @@ def status_payload() -> dict[str, Any]:
     snap = placement_log.snapshot()
     with allocator.lock:
         allocated, capacity = allocator.counters.allocated, allocator.capacity
-    return {
+    payload: dict[str, Any] = {
         "type": "status",
         "loaded": True,
         "device": device,
@@ -75,6 +75,25 @@ def status_payload() -> dict[str, Any]:
         "cache_misses": misses,
         "fallback_ops": sum(1 for e in snap.values() if e[CATEGORY] == "cpu_fallback"),
     }
+    payload["text"], payload["title"] = status_strings(payload)
+    return payload
+
+
+def status_strings(p: dict[str, Any]) -> tuple[str, str]:
+    """The status bar's line and tooltip for payload ``p``, formatted here (the extension formats nothing)."""
+    memory = f"{fmt_bytes(p['memory_allocated'])} / {fmt_bytes(p['memory_capacity'])}"
+    hits, misses, fallbacks = p["cache_hits"], p["cache_misses"], p["fallback_ops"]
+    text = f"{p['label']} · {memory} · cache {hits} hit {misses} miss · fallback {fallbacks}"
+    title = "\n".join(
+        [
+            f"trn-notebook device: {p['label']}",
+            f"memory allocated: {memory}",
+            f"compile cache: {hits} hits, {misses} misses (a miss is one compiled graph)",
+            f"ops that fell back to CPU: {fallbacks} (random numbers, drawn on the host by design, included)",
+            "click to run %trn dashboard",
+        ]
+    )
+    return text, title
 
 
 def _state_key() -> tuple[Any, ...]:

@@ -15,7 +15,7 @@ import {
   JupyterFrontEnd,
   JupyterFrontEndPlugin
 } from '@jupyterlab/application';
-import { ISessionContext } from '@jupyterlab/apputils';
+import { Dialog, ISessionContext, showDialog } from '@jupyterlab/apputils';
 import {
   INotebookTracker,
   NotebookActions,
@@ -47,6 +47,8 @@ export interface IStatusPayload {
   cache_hits: number;
   cache_misses: number;
   fallback_ops: number;
+  text: string; // the status-bar line, formatted by the kernel
+  title: string; // its tooltip, formatted by the kernel
 }
 
 /** Sent instead of a status when the kernel failed to compute one. */
@@ -58,26 +60,17 @@ export interface IStatusError {
 
 type KernelState = IStatusPayload | IStatusError;
 
-const BYTE_UNITS = ['B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB'];
-
-/** Format a byte count with binary units: 1536 -> "1.5 KiB". */
-export function formatBytes(bytes: number): string {
-  let value = bytes;
-  let unit = 0;
-  while (Math.abs(value) >= 1024 && unit < BYTE_UNITS.length - 1) {
-    value /= 1024;
-    unit += 1;
-  }
-  return unit === 0 ? `${value} B` : `${value.toFixed(1)} ${BYTE_UNITS[unit]}`;
-}
-
 /** Narrow an untrusted comm message to a kernel state, or null. */
 function parseState(data: unknown): KernelState | null {
   if (typeof data !== 'object' || data === null) {
     return null;
   }
   const msg = data as { [key: string]: unknown };
-  if (msg.type === 'status' && typeof msg.label === 'string') {
+  if (
+    msg.type === 'status' &&
+    typeof msg.text === 'string' &&
+    typeof msg.title === 'string'
+  ) {
     return msg as unknown as IStatusPayload;
   }
   if (msg.type === 'error') {
@@ -98,7 +91,8 @@ export function describe(state: KernelState | null): {
   if (state === null) {
     return {
       text: 'trn: not loaded',
-      title: 'trn-notebook is not loaded in this kernel: run %load_ext trn_notebook'
+      title:
+        'trn-notebook is not loaded in this kernel: run %load_ext trn_notebook in a cell (click for how)'
     };
   }
   if (state.type === 'error') {
@@ -107,21 +101,8 @@ export function describe(state: KernelState | null): {
       title: `trn-notebook could not read the device status: ${state.message}`
     };
   }
-  const memory = `${formatBytes(state.memory_allocated)} / ${formatBytes(
-    state.memory_capacity
-  )}`;
-  return {
-    text:
-      `${state.label} · ${memory} · cache ${state.cache_hits} hit ${state.cache_misses} miss` +
-      ` · fallback ${state.fallback_ops}`,
-    title: [
-      `trn-notebook device: ${state.label}`,
-      `memory allocated: ${state.memory_allocated} of ${state.memory_capacity} bytes`,
-      `compile cache: ${state.cache_hits} hits, ${state.cache_misses} misses`,
-      `ops that fell back to CPU: ${state.fallback_ops}`,
-      `click to run ${DASHBOARD_SOURCE}`
-    ].join('\n')
-  };
+  // The kernel formats every figure (trn_notebook.presentation); nothing is formatted here.
+  return { text: state.text, title: state.title };
 }
 
 /**
@@ -249,6 +230,12 @@ class StatusItem extends Widget {
     // Inline style keeps the bundle free of a CSS module (and its loader).
     this.node.style.cursor = 'pointer';
     this.node.style.whiteSpace = 'nowrap';
+    // Never push JupyterLab's own items off a narrow window: shrink with an ellipsis instead.
+    this.node.style.display = 'inline-block';
+    this.node.style.maxWidth = '40vw';
+    this.node.style.overflow = 'hidden';
+    this.node.style.textOverflow = 'ellipsis';
+    this.node.style.verticalAlign = 'bottom';
     this.node.addEventListener('click', onClick);
     this.render(null);
   }
@@ -307,6 +294,16 @@ const plugin: JupyterFrontEndPlugin<void> = {
     const item = new StatusItem(() => {
       if (app.commands.isEnabled(DASHBOARD_COMMAND)) {
         void app.commands.execute(DASHBOARD_COMMAND);
+      } else {
+        // Not loaded in this kernel: say how, instead of doing nothing.
+        void showDialog({
+          title: 'trn-notebook is not loaded in this kernel',
+          body:
+            'Run %load_ext trn_notebook in a notebook cell; the status bar then shows the ' +
+            'neuron device, its memory, the compile cache and CPU fallbacks, and a click opens ' +
+            '%trn dashboard.',
+          buttons: [Dialog.okButton()]
+        });
       }
     });
     const refresh = () => item.render(states.get(currentKernel()));

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from trn_notebook.device import clocks, override
@@ -44,6 +45,7 @@ def test_adaptive_fusion_groups_launches_and_lowers_modeled_time(fresh_device):
     fused = clocks.snapshot()
     assert fused["fused_groups"] >= 1
     assert fused["sim_device_s"] < plain / 5  # 40 launches collapse into a few
+    assert fused["launches"] == fused["fused_groups"] < 40  # ops joining a group add no launch
 
 
 def test_deterministic_algorithms_turn_fusion_off(fresh_device):
@@ -90,3 +92,33 @@ def test_save_trace_writes_perfetto_json(fresh_device, tmp_path):
     path = trn_notebook.save_trace(tmp_path / "trace.json")
     events = json.loads(path.read_text())["traceEvents"]
     assert any(e["name"] == "exp" and e["ph"] == "X" and e["dur"] > 0 for e in events)
+
+
+def test_fallback_modeled_cost_is_modeled_not_measured(fresh_device):
+    """A fallback's modeled cost is copies + modeled host compute: identical on every call, first included."""
+    from trn_notebook.device import costmodel
+    from trn_notebook.device.placement import DEVICE_S, placement_log
+
+    x = torch.randn(128, 128, device="neuron")
+    per_call = []
+    for _ in range(3):
+        before = placement_log.snapshot().get("sort", (0, 0, 0, 0.0))[DEVICE_S]
+        x.sort(dim=-1)
+        per_call.append(placement_log.snapshot()["sort"][DEVICE_S] - before)
+    assert per_call[0] == pytest.approx(per_call[1]) == pytest.approx(per_call[2])
+    host = x.cpu()
+    vals, idx = host.sort(dim=-1)
+    assert per_call[0] >= costmodel.fallback_seconds("sort", [host], [vals, idx])  # (+ out= buffers it read)
+    assert per_call[0] > costmodel.transfer_seconds(host.nbytes) + costmodel.transfer_seconds(vals.nbytes + idx.nbytes)
+
+
+def test_hot_loop_fallback_costs_more_than_a_setup_fallback(fresh_device):
+    """The lesson of notebook 02, from the cost model: 20 sorts in a loop outweigh one QR at setup."""
+    from trn_notebook.device.placement import DEVICE_S, placement_log
+
+    x = torch.randn(256, 256, device="neuron")
+    w, _ = torch.linalg.qr(torch.randn(256, 256, device="neuron"))
+    for _ in range(20):
+        x, _ = torch.tanh(x @ w).sort(dim=-1)
+    snap = placement_log.snapshot()
+    assert snap["sort"][DEVICE_S] > 3 * snap["linalg_qr"][DEVICE_S] > 0

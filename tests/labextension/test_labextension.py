@@ -36,6 +36,7 @@ from IPython.testing import globalipapp
 
 from trn_notebook.magics import status_comm
 from trn_notebook.magics.status_comm import TARGET_NAME, StatusPayload, register, unregister
+from trn_notebook.status import status_strings
 
 BUILD_DIR = REPO_ROOT / "trn_notebook" / "labextension"
 INSTALL_JSON = REPO_ROOT / "labextension" / "install.json"
@@ -54,9 +55,19 @@ def make_payload(**changes: Any) -> StatusPayload:
         cache_hits=0,
         cache_misses=0,
         fallback_ops=0,
+        text="",
+        title="",
     )
     payload.update(changes)  # type: ignore[typeddict-item]
+    payload["text"], payload["title"] = status_strings(dict(payload))
     return payload
+
+
+def with_strings(state: dict[str, Any]) -> StatusPayload:
+    """A copy of ``state`` with its status-bar text and tooltip formatted from its current figures."""
+    payload = dict(state)
+    payload["text"], payload["title"] = status_strings(payload)
+    return payload  # type: ignore[return-value]
 
 
 # --- kernel side through a real IPython shell ------------------------------------------------
@@ -97,7 +108,7 @@ def shell(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[InteractiveShell, l
 def test_register_opens_comm_with_current_payload(shell):
     ip, opened = shell
     ip.user_ns["trn_state"] = state = make_payload(memory_allocated=512)
-    register(ip, lambda: dict(state))
+    register(ip, lambda: with_strings(state))
 
     assert len(opened) == 1
     assert opened[0].target_name == TARGET_NAME
@@ -107,7 +118,7 @@ def test_register_opens_comm_with_current_payload(shell):
 def test_changed_payload_is_sent_after_the_cell(shell):
     ip, opened = shell
     ip.user_ns["trn_state"] = state = make_payload()
-    register(ip, lambda: dict(state))
+    register(ip, lambda: with_strings(state))
 
     assert ip.run_cell("trn_state['memory_allocated'] = 4 * 2**20; trn_state['cache_misses'] += 1").success
 
@@ -117,7 +128,7 @@ def test_changed_payload_is_sent_after_the_cell(shell):
 def test_unchanged_payload_is_not_sent_again(shell):
     ip, opened = shell
     ip.user_ns["trn_state"] = state = make_payload()
-    register(ip, lambda: dict(state))
+    register(ip, lambda: with_strings(state))
     ip.run_cell("trn_state['fallback_ops'] = 2")
     ip.run_cell("x = 1 + 1")
     ip.run_cell("trn_state['fallback_ops'] = 2")
@@ -128,14 +139,17 @@ def test_unchanged_payload_is_not_sent_again(shell):
 def test_register_twice_keeps_one_comm_and_one_hook(shell):
     ip, opened = shell
     state = make_payload()
-    register(ip, lambda: dict(state))
+    register(ip, lambda: with_strings(state))
     register(ip, lambda: make_payload(cache_hits=7))
     ip.run_cell("pass")
 
     assert len(opened) == 1
     assert opened[0].sent == [("comm_open", make_payload()), ("comm_msg", make_payload(cache_hits=7))]
-    hooks = [cb for cb in ip.events.callbacks["post_run_cell"] if getattr(cb, "__self__", None) is not None]
-    assert sum(isinstance(cb.__self__, status_comm.StatusComm) for cb in hooks) == 1
+    from trn_notebook.session.events import cell_finished
+
+    assert ip.events.callbacks["post_run_cell"].count(cell_finished.emit) == 1  # one hook for every view
+    subscribed = [r() for r in cell_finished._subs]
+    assert sum(isinstance(getattr(fn, "__self__", None), status_comm.StatusComm) for fn in subscribed) == 1
 
 
 def test_failing_payload_is_sent_as_error_data_and_cell_succeeds(shell):
@@ -168,14 +182,14 @@ def test_frontend_request_resends_the_payload(shell):
 def test_frontend_close_stops_sending_until_registered_again(shell):
     ip, opened = shell
     ip.user_ns["trn_state"] = state = make_payload()
-    status = register(ip, lambda: dict(state))
+    status = register(ip, lambda: with_strings(state))
     opened[0].handle_close({"content": {"comm_id": opened[0].comm_id, "data": {}}})
     ip.run_cell("trn_state['cache_hits'] = 3")
 
     assert not status.is_open
     assert opened[0].sent == [("comm_open", make_payload())]
 
-    register(ip, lambda: dict(state))
+    register(ip, lambda: with_strings(state))
     assert len(opened) == 2
     assert opened[1].sent == [("comm_open", make_payload(cache_hits=3))]
 
@@ -183,7 +197,7 @@ def test_frontend_close_stops_sending_until_registered_again(shell):
 def test_unregister_closes_comm_and_removes_hook(shell):
     ip, opened = shell
     ip.user_ns["trn_state"] = state = make_payload()
-    register(ip, lambda: dict(state))
+    register(ip, lambda: with_strings(state))
     unregister(ip)
     ip.run_cell("trn_state['cache_hits'] = 1")
     unregister(ip)  # harmless twice
@@ -195,11 +209,14 @@ def test_unregister_closes_comm_and_removes_hook(shell):
 
 KERNEL_SETUP = """
 from trn_notebook.magics.status_comm import register
+from trn_notebook.status import status_strings
 state = {"memory_allocated": 0}
 def payload():
-    return {"type": "status", "loaded": True, "device": "neuron:0", "label": "neuron:0 trn2 (sim)",
-            "chip": "trn2", "memory_allocated": state["memory_allocated"], "memory_capacity": 96 * 2**30,
-            "cache_hits": 0, "cache_misses": 0, "fallback_ops": 0}
+    p = {"type": "status", "loaded": True, "device": "neuron:0", "label": "neuron:0 trn2 (sim)",
+         "chip": "trn2", "memory_allocated": state["memory_allocated"], "memory_capacity": 96 * 2**30,
+         "cache_hits": 0, "cache_misses": 0, "fallback_ops": 0}
+    p["text"], p["title"] = status_strings(p)
+    return p
 _status = register(get_ipython(), payload)
 """
 
@@ -333,10 +350,14 @@ def trn(line):  # stands in for the real %trn until this notebook uses %load_ext
 
 state = {"memory_allocated": 0}
 
+from trn_notebook.status import status_strings
+
 def payload():
-    return {"type": "status", "loaded": True, "device": "neuron:0", "label": "neuron:0 trn2 (sim)",
-            "chip": "trn2", "memory_allocated": state["memory_allocated"], "memory_capacity": 96 * 2**30,
-            "cache_hits": 2, "cache_misses": 1, "fallback_ops": 0}
+    p = {"type": "status", "loaded": True, "device": "neuron:0", "label": "neuron:0 trn2 (sim)",
+         "chip": "trn2", "memory_allocated": state["memory_allocated"], "memory_capacity": 96 * 2**30,
+         "cache_hits": 2, "cache_misses": 1, "fallback_ops": 0}
+    p["text"], p["title"] = status_strings(p)
+    return p
 
 _status = register(get_ipython(), payload)"""
 
@@ -464,14 +485,14 @@ def test_status_item_shows_kernel_state_and_opens_dashboard(lab, page, screensho
 
     page.locator(".jp-Cell").first.click()
     run_next_cell(page)
-    first = wait_status(page, r"^neuron:0 trn2 \(sim\) · 0 B / 96\.0 GiB · cache 2 hit 1 miss · fallback 0$")
+    first = wait_status(page, r"^neuron:0 trn2 \(sim\) · 0 B / 96\.00 GiB · cache 2 hit 1 miss · fallback 0$")
     run_next_cell(page)
-    second = wait_status(page, r"3\.0 MiB / 96\.0 GiB")
+    second = wait_status(page, r"3\.00 MiB / 96\.00 GiB")
     page.screenshot(path=str(screenshots / "status-item.png"))
 
-    assert second == "neuron:0 trn2 (sim) · 3.0 MiB / 96.0 GiB · cache 2 hit 1 miss · fallback 0"
+    assert second == "neuron:0 trn2 (sim) · 3.00 MiB / 96.00 GiB · cache 2 hit 1 miss · fallback 0"
     assert first != second
-    assert "memory allocated: 3145728 of 103079215104 bytes" in str(page.locator(STATUS).get_attribute("title"))
+    assert "memory allocated: 3.00 MiB / 96.00 GiB" in str(page.locator(STATUS).get_attribute("title"))
 
     prompt, source, output = click_status_and_wait_for_dashboard(page)
     page.screenshot(path=str(screenshots / "status-item-dashboard.png"))
@@ -490,7 +511,7 @@ def test_status_item_follows_notebook_switch_reload_and_restart(lab, page):
     open_notebook(page, url, "loaded.ipynb")
     page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
     wait_cells_done(page)
-    wait_status(page, r"5\.0 MiB")
+    wait_status(page, r"5\.00 MiB")
 
     # Switching to a notebook whose kernel has no trn_notebook, and back.
     page.evaluate("() => window.jupyterapp.commands.execute('docmanager:open', {path: 'plain.ipynb'})")
@@ -498,14 +519,14 @@ def test_status_item_follows_notebook_switch_reload_and_restart(lab, page):
     wait_kernel_idle(page)
     assert wait_status(page, r"^trn: not loaded$") == "trn: not loaded"
     page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="loaded.ipynb").click()
-    assert "5.0 MiB" in wait_status(page, r"5\.0 MiB")
+    assert "5.00 MiB" in wait_status(page, r"5\.00 MiB")
 
     # A page reload reconnects to the same kernel: the item finds the open comm again.
     page.reload()
     page.locator(".jp-NotebookPanel").first.wait_for()
     page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="loaded.ipynb").click()
     wait_kernel_idle(page)
-    assert "5.0 MiB" in wait_status(page, r"5\.0 MiB")
+    assert "5.00 MiB" in wait_status(page, r"5\.00 MiB")
 
     # A restarted kernel has not loaded trn_notebook until the cells run again.
     page.evaluate("() => window.jupyterapp.shell.currentWidget.sessionContext.restartKernel()")
@@ -513,7 +534,7 @@ def test_status_item_follows_notebook_switch_reload_and_restart(lab, page):
     wait_kernel_idle(page)
     page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
     wait_cells_done(page)
-    assert "5.0 MiB" in wait_status(page, r"5\.0 MiB")
+    assert "5.00 MiB" in wait_status(page, r"5\.00 MiB")
 
 
 def _trn_extension_missing() -> str | None:

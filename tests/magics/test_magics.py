@@ -13,9 +13,10 @@ from IPython.testing import globalipapp
 import trn_notebook
 from trn_notebook.device import get_config, placement_log, set_config
 from trn_notebook.device.runtime import allocator, get_chip, set_chip
-from trn_notebook.magics import hooks, render
+from trn_notebook.magics import render
 from trn_notebook.results import Result
 from trn_notebook.session import CellRewriteError, rewrite_cell
+from trn_notebook.session.events import cell_finished
 from trn_notebook.status import state_snapshot, status_payload
 
 
@@ -61,14 +62,14 @@ def test_load_ext_registers_magic_and_unload_removes_everything(ip):
     try:
         assert "trn" not in ip.magics_manager.magics["line"]
         assert "trn" not in ip.magics_manager.magics["cell"]
-        assert hooks.post_run_cell not in ip.events.callbacks["post_run_cell"]
+        assert cell_finished.emit not in ip.events.callbacks["post_run_cell"]
         assert "%trn" not in ip.strdispatchers["complete_command"].strs
         assert getattr(placement_log.source_formatter, "trn_shell", None) is None
         assert ip not in status_comm._registered
     finally:
         ip.run_line_magic("load_ext", "trn_notebook")
     trn_notebook.load_ipython_extension(ip)  # idempotent: one hook, one completer
-    assert ip.events.callbacks["post_run_cell"].count(hooks.post_run_cell) == 1
+    assert ip.events.callbacks["post_run_cell"].count(cell_finished.emit) == 1
     assert len(ip.strdispatchers["complete_command"].strs["%trn"].chain) == 1
 
 

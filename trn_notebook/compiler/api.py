@@ -90,7 +90,13 @@ def graph_break_error(name: str, exc: BaseException) -> GraphBreakError:
     where = ""
     if stack:
         frame = stack[-1]
-        where = f" at {frame.filename}:{frame.lineno}" + (f" ({frame.line.strip()})" if frame.line else "")
+        from ..device.placement import placement_log  # names notebook cells "cell [N] line L"
+
+        try:
+            at = placement_log.source_formatter(frame.filename, frame.lineno or 0)
+        except Exception:
+            at = f"{frame.filename}:{frame.lineno}"
+        where = f" at {at}" + (f" ({frame.line.strip()})" if frame.line else "")
     reason = str(exc).strip().split("\n")[0]
     return GraphBreakError(
         f"fullgraph=True, but {name} has a graph break{where}: {reason}. Remove that statement from the compiled "

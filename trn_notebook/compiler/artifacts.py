@@ -39,7 +39,10 @@ class Bundle:
     note: str = ""
 
     def ir_text(self) -> str:
+        """The lowered IR; on a cache hit (nothing lowered) the cached IR, which is the IR after passes."""
         if self.lowered is None:
+            if self.final is not None:
+                return f"# {self.note}: the cached IR (after passes); lowering did not run\n{print_graph(self.final)}"
             return f"(lowering skipped: {self.note})\n"
         return print_graph(self.lowered)
 

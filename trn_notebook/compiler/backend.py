@@ -416,13 +416,18 @@ class _Capture:
     def _warn_downcast(self, graph: Graph, name: str) -> None:
         what = dict(graph.meta).get("downcast")
         scalar_counters = all(t.shape == () for n, t in graph.inputs if t.dtype in ("i64", "f64") and n in (what or ""))
-        if what and what != "internal" and not scalar_counters and name not in _downcast_warned:
-            _downcast_warned.add(name)
-            warnings.warn(
-                f"neuron: graph {name} computes 64-bit inputs ({what}) in 32 bits and casts outputs back; "
-                "expect float32 precision (the device has no native 64-bit)",
+        if what and what != "internal" and not scalar_counters and self.model not in _downcast_warned:
+            _downcast_warned.add(self.model)  # once per model, not once per graph (each bucket is a graph)
+            from ..device.placement import user_frame
+
+            where = user_frame() or ("<unknown>", 0)
+            warnings.warn_explicit(
+                f"neuron: {self.model} computes 64-bit inputs ({what}) in 32 bits and casts outputs back; "
+                "expect float32 precision (the device has no native 64-bit); pass 32-bit inputs to silence this",
                 UserWarning,
-                stacklevel=2,
+                where[0],
+                where[1],
+                "trn_notebook",
             )
 
 

@@ -16,7 +16,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-STAGES = ("capture", "aot", "lower", "passes", "codegen", "cache_write")
+from ..presentation import COMPILE_STAGES
+
+STAGES = COMPILE_STAGES
 FIELDS = (
     "graph_id", "graph_name", "model_name", "kind", "graph_node_count", "has_collectives", "timestamp",
     "input_signature", "stage_us", "compile_s", "cache_result", "fused_kernels", "ir_node_count",

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from ..device import costmodel
 from ..device.runtime import get_chip
+from ..presentation import fmt_bytes
 from .ir import DTYPES, Graph, Node, TensorType
 from .kernel_call import node_seconds
 from .ops import OPS, engine_of
@@ -48,23 +49,15 @@ class Schedule:
                 continue
             ops = ", ".join(k.ops) if len(k.ops) <= 8 else ", ".join(k.ops[:7]) + f", … ({len(k.ops)} ops)"
             lines.append(
-                f"k{k.index:<7}{k.engine:<9}{_fmt_bytes(k.bytes_in):>10}{_fmt_bytes(k.bytes_out):>10}"
+                f"k{k.index:<7}{k.engine:<9}{fmt_bytes(k.bytes_in):>10}{fmt_bytes(k.bytes_out):>10}"
                 f"{k.device_s * 1e6:>10.1f}µs  {ops}"
             )
         lines.append(
             f"total: {len([k for k in self.kernels if k.engine != 'none'])} kernels ({self.fused_kernels} fused), "
             f"modeled device {self.device_s * 1e6:.1f} µs (op-by-op eager: {self.eager_device_s * 1e6:.1f} µs), "
-            f"arena peak {_fmt_bytes(self.peak_bytes)}"
+            f"arena peak {fmt_bytes(self.peak_bytes)}"
         )
         return "\n".join(lines)
-
-
-def _fmt_bytes(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if abs(n) < 1024 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n} B"
 
 
 def node_flops(n: Node, types: dict[str, TensorType | None]) -> float:

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ..presentation import fmt_bytes
 from . import hostmem
 
 KiB = 1 << 10
@@ -147,13 +148,6 @@ class OutOfDeviceMemory(torch.OutOfMemoryError):
         self.free = free
         self.reserved = reserved
         self.capacity = capacity
-
-
-def _fmt(n: int) -> str:
-    for unit, size in (("GiB", 1 << 30), ("MiB", MiB), ("KiB", KiB)):
-        if abs(n) >= size:
-            return f"{n / size:.2f} {unit}"
-    return f"{n} B"
 
 
 @dataclass(frozen=True)
@@ -279,9 +273,9 @@ class CachingAllocator:
         c.num_ooms += 1
         self.oom_events.append((time.perf_counter() - self._t0, nbytes, self.phase))
         raise OutOfDeviceMemory(
-            f"neuron out of memory (host memory backing the simulator): tried to allocate {_fmt(nbytes)}; the "
-            f"host has only {_fmt(max(room, 0) + hostmem.RESERVE)} left for this process (keeping "
-            f"{_fmt(hostmem.RESERVE)} for the notebook), below the simulated capacity of {_fmt(self.capacity)}. "
+            f"neuron out of memory (host memory backing the simulator): tried to allocate {fmt_bytes(nbytes)}; the "
+            f"host has only {fmt_bytes(max(room, 0) + hostmem.RESERVE)} left for this process (keeping "
+            f"{fmt_bytes(hostmem.RESERVE)} for the notebook), below the simulated capacity of {fmt_bytes(self.capacity)}. "
             "Free tensors you no longer need, or lower the simulated capacity with "
             "trn_notebook.set_memory_capacity() to what this machine holds. Nothing already allocated was lost.",
             asked=nbytes,
@@ -308,9 +302,9 @@ class CachingAllocator:
                     self.observer("oom", 0, nbytes, nbytes)
                 free = self.capacity - c.allocated
                 raise OutOfDeviceMemory(
-                    f"neuron out of memory (simulated HBM): tried to allocate {_fmt(nbytes)}; "
-                    f"{_fmt(max(free, 0))} free of {_fmt(self.capacity)} capacity; "
-                    f"{_fmt(c.allocated)} allocated, {_fmt(c.reserved)} reserved by the caching allocator. "
+                    f"neuron out of memory (simulated HBM): tried to allocate {fmt_bytes(nbytes)}; "
+                    f"{fmt_bytes(max(free, 0))} free of {fmt_bytes(self.capacity)} capacity; "
+                    f"{fmt_bytes(c.allocated)} allocated, {fmt_bytes(c.reserved)} reserved by the caching allocator. "
                     f"{self._fragmentation_note(size, free)}"
                     "Free tensors you no longer need (del, then torch.neuron.empty_cache()), use a smaller "
                     "batch or sequence bucket, or bfloat16 weights. Nothing already allocated was lost.",
@@ -339,7 +333,7 @@ class CachingAllocator:
         largest = max((b.size for p in self._pools.values() for b in _free_blocks(p)), default=0)
         return (
             f"Fragmentation, not capacity: the free bytes would hold it, but the largest free block is "
-            f"{_fmt(largest)} (free memory is split across {len(self._segments)} live segments; see "
+            f"{fmt_bytes(largest)} (free memory is split across {len(self._segments)} live segments; see "
             "trn_notebook.profiling.fragmentation()). "
         )
 

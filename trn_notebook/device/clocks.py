@@ -126,9 +126,19 @@ class Clocks:
         self.observer: Observer | None = None  # set only while a profiler records (trn_notebook.profiling)
 
     def launch(
-        self, name: str, device_s: float, host_s: float, wall_s: float, kind: str = "op", detail: Any = None
+        self,
+        name: str,
+        device_s: float,
+        host_s: float,
+        wall_s: float,
+        kind: str = "op",
+        detail: Any = None,
+        fused: bool = False,
     ) -> None:
-        """Charge one device launch: host dispatch, then the kernel on the device queue."""
+        """Charge one device launch: host dispatch, then the kernel on the device queue.
+
+        ``fused=True``: the op joined an open fusion group, so it runs without a launch of its own.
+        """
         st = self.state
         with self.lock:
             st.sim_host_s += host_s
@@ -136,7 +146,8 @@ class Clocks:
             st.device_free_at_s = start + device_s
             st.device_busy_s += device_s
             st.wall_s += wall_s
-            st.launches += 1
+            if not fused:
+                st.launches += 1
             st.events.append(kind, name, start, device_s)
             if self.observer is not None:
                 self.observer(kind, name, start, device_s, st.sim_host_s, detail)

@@ -2,6 +2,8 @@
 
 Every constant names its source; all can be overridden with :func:`set_cost_constants`.
 A device op costs ``launch + max(flops / peak(dtype), bytes / hbm_bandwidth)`` (a roofline).
+A CPU fallback's *modeled* cost is the modeled copies both ways plus a modeled host compute (a
+roofline on the host CPU), never a measured wall time: one meaning of "modeled" everywhere.
 """
 
 from __future__ import annotations
@@ -37,6 +39,12 @@ class CostConstants:
     # Fraction of the roofline peak a real kernel reaches. Assumption: 0.6 for matmul-class, the rest
     # are bandwidth-bound so the factor rarely matters.
     compute_efficiency: float = 0.6
+    # Host CPU running one CPU-fallback op (modeled, so a fallback's cost never depends on the laptop
+    # or on a first call's warm-up). Assumption: ~100 GFLOP/s f32 for one op on a many-core x86
+    # Trn host, ~20 GB/s of memory traffic for one op, 5 µs of framework dispatch.
+    host_peak_flops: float = 100e9
+    host_memory_bandwidth: float = 20e9
+    host_dispatch_s: float = 5e-6
 
 
 _constants = CostConstants()
@@ -68,6 +76,48 @@ def transfer_seconds(nbytes: float) -> float:
         return 0.0
     c = _constants
     return c.transfer_latency_s + nbytes / c.transfer_bandwidth
+
+
+_SORTS = frozenset({"sort", "argsort", "topk", "kthvalue", "msort", "median", "nanmedian", "mode", "unique"})
+
+
+def host_flops(name: str, inputs: list[torch.Tensor], outputs: list[torch.Tensor]) -> float:
+    """Approximate FLOPs of a CPU-fallback op on the host: sorts ``n log n``, linear algebra ``2·m·n·k``."""
+    if name.startswith(("sort", "_unique", "unique")) or name in _SORTS:
+        t = max(inputs, key=lambda x: x.numel(), default=None)
+        if t is None or t.numel() == 0:
+            return 0.0
+        n = t.shape[-1] if t.dim() else 1
+        return float(t.numel()) * max(1.0, math.log2(max(n, 2)))
+    if "linalg" in name or name in _CUBIC:
+        mats = [t for t in inputs if t.dim() >= 2]
+        if mats:
+            a = mats[0]
+            m, n = a.shape[-2], a.shape[-1]
+            batch = a.numel() // max(m * n, 1)
+            return 2.0 * batch * m * n * min(m, n)
+    return estimate_flops(name, inputs, outputs)
+
+
+def host_compute_seconds(name: str, inputs: list[torch.Tensor], outputs: list[torch.Tensor]) -> float:
+    """Modeled host time of one CPU-fallback op: dispatch plus a roofline on the host CPU."""
+    c = _constants
+    nbytes = sum(t.nbytes for t in inputs) + sum(t.nbytes for t in outputs)
+    compute = host_flops(name, inputs, outputs) / c.host_peak_flops
+    memory = nbytes / c.host_memory_bandwidth
+    return c.host_dispatch_s + (compute if compute > memory else memory)
+
+
+def fallback_seconds(name: str, inputs: list[torch.Tensor], outputs: list[torch.Tensor]) -> float:
+    """Modeled cost of one CPU fallback: copies device->host and back plus the modeled host compute."""
+    in_bytes = sum(t.nbytes for t in inputs)
+    out_bytes = sum(t.nbytes for t in outputs)
+    return transfer_seconds(in_bytes) + transfer_seconds(out_bytes) + host_compute_seconds(name, inputs, outputs)
+
+
+_CUBIC = frozenset(
+    {"triangular_solve", "cholesky_solve", "lu_unpack", "geqrf", "ormqr", "cholesky_inverse", "_linalg_det"}
+)
 
 
 def estimate_flops(name: str, inputs: list[torch.Tensor], outputs: list[torch.Tensor]) -> float:

@@ -22,6 +22,7 @@ import torch
 from . import config as _config
 from . import costmodel
 from .clocks import clocks
+from .op_table import RNG as EXPECTED_ON_HOST  # by design on the host: explained once, not warned
 from .placement import placement_log, user_frame
 from .policy import REJECTED_DTYPES, policy
 from .registry import NATIVE_MEMORY_FORMATS
@@ -206,7 +207,6 @@ def run_op(op: torch._ops.OpOverload, *args: Any, **kwargs: Any) -> Any:
             f"aten::{info.name} would fall back to CPU ({info.reason or 'no native kernel'}) and strict "
             "mode is on; run it on the CPU explicitly or turn strict mode off (%%trn eager without --strict)"
         )
-    t1 = _perf()
     try:
         out = op(*hargs, **kwargs)
     except NotImplementedError as exc:  # the CPU kernel lacks this dtype (e.g. histc on int32)
@@ -215,7 +215,6 @@ def run_op(op: torch._ops.OpOverload, *args: Any, **kwargs: Any) -> Any:
         if "Expected a value of type 'Tensor'" not in str(exc):
             raise
         out = op(*_numbers_as_tensors(info, hargs), **kwargs)  # e.g. remainder(x, 3) inside take_along_dim
-    cpu_s = _perf() - t1
     if info.mutable:
         for h, n in pairs:
             moved = h.untyped_storage().data_ptr() != n.untyped_storage().data_ptr()
@@ -223,7 +222,7 @@ def run_op(op: torch._ops.OpOverload, *args: Any, **kwargs: Any) -> Any:
                 rebind(n, h)  # resized (out= tensors), possibly within the same storage (e.g. to 0 elements)
     result = _to_device(out, pairs)
     if state.accounting:
-        _account(info, category, result, pairs, in_bytes, dtype, cpu_s, _perf() - t0)
+        _account(info, category, result, pairs, in_bytes, dtype, _perf() - t0)
     return result
 
 
@@ -319,7 +318,6 @@ def _account(
     pairs: list[tuple[torch.Tensor, torch.Tensor]],
     in_bytes: int,
     dtype: torch.dtype | None,
-    cpu_s: float,
     wall_s: float,
 ) -> None:
     name = info.name
@@ -344,15 +342,17 @@ def _account(
         cfg = _config._current
         st = clocks.state
         launch = consts.eager_launch_s
+        fused = False
         if cfg.eager_fusion and not torch.are_deterministic_algorithms_enabled():
             if 0 < st.in_group < cfg.fusion_max_ops:
                 launch = 0.0
+                fused = True
                 st.in_group += 1
             else:
                 st.in_group = 1
                 st.fused_groups += 1
         device_s += launch
-        clocks.launch(name, device_s, consts.eager_host_dispatch_s, wall_s)
+        clocks.launch(name, device_s, consts.eager_host_dispatch_s, wall_s, fused=fused)
         placement_log.record(name, "native", wall_s, device_s)
         if cfg.launch_blocking:
             clocks.sync("NEURON_LAUNCH_BLOCKING=1")
@@ -360,18 +360,20 @@ def _account(
     # cpu_fallback: the host waits for the device, copies inputs out, computes, copies results back.
     if name not in _warned:
         _warned.add(name)
-        if not flags.formatting:
+        # Random number generation runs on the host by design (as on the real device): expected, not
+        # actionable, so it is explained once (the device card) instead of warned about.
+        if not flags.formatting and info.reason != EXPECTED_ON_HOST:
             where = user_frame() or ("<unknown>", 0)
             warnings.warn_explicit(
                 f"Operator 'aten::{name}' fell back to CPU", NeuronFallbackWarning, where[0], where[1], "trn_notebook"
             )
     clocks.sync(f"fallback aten::{name}")
+    # Its modeled cost is the copies both ways plus the modeled host compute (never a measured time,
+    # which includes first-call warm-up and depends on the laptop).
     moved = costmodel.transfer_seconds(in_bytes) + costmodel.transfer_seconds(out_bytes)
-    clocks.host_work(
-        name, moved + cpu_s, wall_s, {"fallback": True, "copy_s": moved, "h2d": out_bytes, "d2h": in_bytes}
-    )
-    # Its modeled cost is the copies both ways plus the host compute: what it adds to the critical path.
-    placement_log.record(name, "cpu_fallback", wall_s, moved + cpu_s, h2d=out_bytes, d2h=in_bytes)
+    modeled = costmodel.fallback_seconds(name, [h for h, _ in pairs], outs)
+    clocks.host_work(name, modeled, wall_s, {"fallback": True, "copy_s": moved, "h2d": out_bytes, "d2h": in_bytes})
+    placement_log.record(name, "cpu_fallback", wall_s, modeled, h2d=out_bytes, d2h=in_bytes)
 
 
 @contextlib.contextmanager

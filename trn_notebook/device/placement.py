@@ -1,9 +1,9 @@
 """The placement log: per ATen base op, where it ran and what it cost (single source of truth).
 
 Each entry holds: category, calls, host wall seconds, modeled seconds, bytes moved host->device and
-device->host, and the first user source line that issued it. The modeled seconds are the device
-kernel time for native ops and, for CPU fallbacks, the modeled copies both ways plus the measured
-host compute (what the fallback adds to the critical path). The hot path updates plain lists in
+device->host, and the user source line that issued it (the first call's; a CPU fallback's latest).
+The modeled seconds (column ``device_ms``) are the device kernel time for native ops and, for CPU
+fallbacks, the modeled copies both ways plus the modeled host compute (what the fallback adds to the critical path). The hot path updates plain lists in
 place; :meth:`PlacementLog.snapshot` turns them into frozen :class:`PlacementEntry` records inside
 a :class:`PlacementSnapshot`, whose aggregations (calls by category, fallback share, bytes moved)
 every view reads; nothing else counts ops.
@@ -128,9 +128,9 @@ class PlacementSnapshot(Mapping[str, PlacementEntry]):
 
     @cached_property
     def fallbacks(self) -> list[tuple[str, PlacementEntry]]:
-        """CPU-fallback ops, costliest first (modeled time plus host time)."""
+        """CPU-fallback ops, costliest first by modeled time (never by the laptop's wall time)."""
         rows = [(n, e) for n, e in self.entries.items() if e.category == "cpu_fallback"]
-        return sorted(rows, key=lambda r: r[1].device_s + r[1].host_s, reverse=True)
+        return sorted(rows, key=lambda r: (r[1].device_s, r[0]), reverse=True)
 
     def since(self, before: Mapping[str, PlacementEntry]) -> PlacementSnapshot:
         """This snapshot minus ``before`` (a per-cell window); ops with no new calls are dropped."""
@@ -207,6 +207,10 @@ class PlacementLog:
             entry[H2D] += h2d
             entry[D2H] += d2h
             entry[CATEGORY] = category
+            if category == "cpu_fallback" and entry[CALLS] > 1:
+                # A fallback costs a sync and two copies anyway; naming its latest line keeps a per-cell
+                # window pointing at the cell that made this call.
+                entry[SOURCE] = self.user_source()
             self.total_calls += 1
             self.version += 1
 

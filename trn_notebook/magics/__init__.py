@@ -1,7 +1,7 @@
 """IPython integration of trn-notebook: the ``%trn`` magics and the status-bar comm.
 
 ``load_ipython_extension`` registers the ``%trn`` / ``%%trn`` magic, tab completion, cell-aware
-source lines in the placement log, the post-cell state refresh and the status-bar comm;
+source lines in the placement log, the one cell-finished event (``session.events``) and the status-bar comm;
 ``unload_ipython_extension`` undoes all of it. Both are idempotent.
 """
 
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from IPython.core.interactiveshell import InteractiveShell
 
+from ..session.events import cell_finished
 from ..status import state_snapshot
 from . import hooks, status_comm
 from .trn import TrnMagics
@@ -26,7 +27,8 @@ def load_ipython_extension(shell: InteractiveShell) -> None:
     shell.register_magics(TrnMagics)
     hooks.install_completion(shell)
     hooks.install_source_formatter(shell)
-    shell.events.register("post_run_cell", hooks.post_run_cell)
+    hooks.install_warning_format(shell)
+    cell_finished.install(shell)  # the one post_run_cell hook: every view subscribes to it
     status_comm.register(shell, _payload)  # type: ignore[arg-type]
 
 
@@ -38,8 +40,6 @@ def unload_ipython_extension(shell: InteractiveShell) -> None:
     manager.registry.pop(TrnMagics.__name__, None)
     hooks.remove_completion(shell)
     hooks.remove_source_formatter(shell)
-    try:
-        shell.events.unregister("post_run_cell", hooks.post_run_cell)
-    except ValueError:
-        pass
+    hooks.remove_warning_format(shell)
+    cell_finished.uninstall(shell)
     status_comm.unregister(shell)

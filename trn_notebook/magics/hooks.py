@@ -1,8 +1,10 @@
-"""Shell integration of ``%trn``: cell-aware source lines, the post-cell state refresh, tab completion."""
+"""Shell integration of ``%trn``: cell-aware source lines and warnings, tab completion."""
 
 from __future__ import annotations
 
+import linecache
 import sys
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -10,7 +12,6 @@ from IPython.core.error import TryNext
 from IPython.core.interactiveshell import InteractiveShell
 
 from ..device.placement import placement_log
-from ..status import state_snapshot
 from .parser import CELL_MODES, CHIPS, LINE_ONLY, STAGES, subparsers
 
 COMPLETION_KEYS = ("%trn", "%%trn")
@@ -68,14 +69,31 @@ def remove_source_formatter(shell: InteractiveShell) -> None:
         placement_log.source_formatter = _default_formatter
 
 
-def post_run_cell(result: object) -> None:
-    """Refresh the state snapshot read by widgets and the status bar (cheap when nothing changed)."""
-    try:
-        state_snapshot()
-    except Exception:  # a broken snapshot must never print under every cell
-        import logging
+def install_warning_format(shell: InteractiveShell) -> None:
+    """Name notebook cells in warnings: ``cell [3] line 2: NeuronFallbackWarning: …``; idempotent."""
+    remove_warning_format(shell)
+    previous = warnings.formatwarning
+    fmt = cell_source_formatter(shell)
 
-        logging.getLogger(__name__).debug("trn-notebook state refresh failed", exc_info=True)
+    def formatwarning(
+        message: Warning | str, category: type[Warning], filename: str, lineno: int, line: str | None = None
+    ) -> str:
+        where = fmt(filename, lineno)
+        if not where.startswith("cell ["):
+            return previous(message, category, filename, lineno, line)
+        text = (line if line is not None else linecache.getline(filename, lineno)).strip()
+        return f"{where}: {category.__name__}: {message}\n" + (f"  {text}\n" if text else "")
+
+    formatwarning.trn_shell = shell  # type: ignore[attr-defined]
+    formatwarning.trn_previous = previous  # type: ignore[attr-defined]
+    warnings.formatwarning = formatwarning  # type: ignore[assignment]
+
+
+def remove_warning_format(shell: InteractiveShell) -> None:
+    """Restore the warning formatter that was in force before :func:`install_warning_format`."""
+    current = warnings.formatwarning
+    if getattr(current, "trn_shell", None) is shell:
+        warnings.formatwarning = current.trn_previous  # type: ignore[attr-defined]
 
 
 # -- completion ------------------------------------------------------------------------------------

@@ -14,11 +14,14 @@ from typing import NoReturn
 
 from IPython.core.error import UsageError
 
+from ..device.chips import CHIPS as CHIP_SPECS
+from ..presentation import EXPLAIN_STAGES
+
 CELL_MODES = ("eager", "compile", "profile")  # only as %%trn
 LINE_ONLY = ("device", "status", "ops", "memory", "cache", "shapes", "explain", "report", "dashboard", "help")
 SUBCOMMANDS = (*LINE_ONLY[:1], *CELL_MODES, *LINE_ONLY[1:], "timeit")
-STAGES = ("fx", "aten", "ir", "passes", "schedule")
-CHIPS = ("trn2", "trn3")
+STAGES = tuple(EXPLAIN_STAGES)
+CHIPS = tuple(sorted(CHIP_SPECS))
 _TIMEIT_VALUED = {"-n", "-r", "--warmup"}
 
 

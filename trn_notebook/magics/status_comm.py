@@ -22,6 +22,8 @@ import comm
 from comm.base_comm import BaseComm
 from IPython.core.interactiveshell import InteractiveShell
 
+from ..session.events import cell_finished
+
 __all__ = [
     "TARGET_NAME",
     "StatusComm",
@@ -49,6 +51,8 @@ class StatusPayload(TypedDict):
     cache_hits: int
     cache_misses: int
     fallback_ops: int
+    text: str  # the status-bar line, formatted by the kernel (trn_notebook.presentation)
+    title: str  # its tooltip, formatted by the kernel
 
 
 class StatusError(TypedDict):
@@ -70,6 +74,7 @@ class StatusComm:
         self.payload_fn = payload_fn
         self._comm: BaseComm | None = None
         self._last: Message | None = None
+        self.unsubscribe: Callable[[], None] = lambda: None
 
     @property
     def is_open(self) -> bool:
@@ -127,7 +132,8 @@ class StatusComm:
         self._comm = None
         self._last = None
 
-    def _post_run_cell(self, result: object) -> None:
+    def on_cell_finished(self, event: object) -> None:
+        """Send the payload if the cell changed it (a subscriber of the cell-finished event)."""
         try:
             self.refresh()
         except Exception:  # a broken transport must not print a traceback under every cell
@@ -147,7 +153,7 @@ def register(shell: InteractiveShell, payload_fn: PayloadFn) -> StatusComm:
     if status is None:
         status = StatusComm(payload_fn)
         _registered[shell] = status
-        shell.events.register("post_run_cell", status._post_run_cell)
+        status.unsubscribe = cell_finished.subscribe(status.on_cell_finished)
     status.payload_fn = payload_fn
     if status.is_open:
         status.refresh()
@@ -162,7 +168,7 @@ def unregister(shell: InteractiveShell) -> None:
     if status is None:
         return
     try:
-        shell.events.unregister("post_run_cell", status._post_run_cell)
+        status.unsubscribe()
     except ValueError:
         pass  # someone already removed the callback
     status.close()

@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 
+from ..results import Result, Table, fmt_bytes, fmt_s
 from .evidence import NOT_MEASURED, Evidence, collect_evidence
 
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]{}()#+!|~])")
@@ -19,11 +20,14 @@ def md_escape(text: str) -> str:
     return _MD_SPECIAL.sub(r"\\\1", html.escape(text, quote=False)).replace("\n", " ")
 
 
+_last: list[MigrationReport] = []  # the last report measured with a model (shown by %trn report)
+
+
 def _ms(seconds: float | None) -> str:
-    return NOT_MEASURED if seconds is None else f"{seconds * 1e3:.3f} ms"
+    return NOT_MEASURED if seconds is None else fmt_s(seconds)
 
 
-class MigrationReport:
+class MigrationReport(Result):
     """The report: six questions, the evidence that answers each, and the common ambiguity it avoids."""
 
     QUESTIONS = (
@@ -59,8 +63,23 @@ class MigrationReport:
         ),
     )
 
-    def __init__(self, evidence: Evidence) -> None:
+    def __init__(self, evidence: Evidence, notes: list[str] | None = None) -> None:
         self.evidence = evidence
+        self.notes = list(notes or [])
+
+    def parts(self) -> list[Result]:
+        return [
+            Table(
+                "Migration evidence report",
+                ["Question", "Evidence from this session", "Common ambiguity"],
+                self.rows(),
+                self.notes,
+            )
+        ]
+
+    def text(self) -> str:
+        """The report as Markdown (its plain-text form)."""
+        return self.to_markdown()
 
     def rows(self) -> list[tuple[str, str, str]]:
         """``(question, evidence from this session, common ambiguity)`` for each of the six rows."""
@@ -82,7 +101,7 @@ class MigrationReport:
         calls = p.get("calls", {})
         placement = ", ".join(f"{k} {v}" for k, v in sorted(calls.items())) or NOT_MEASURED
         if p.get("fallbacks"):
-            tops = "; ".join(f"aten::{n} ×{c} ({b} B moved) at {s}" for n, c, b, s in p["fallbacks"][:5])
+            tops = "; ".join(f"aten::{n} ×{c} ({fmt_bytes(b)} moved) at {s}" for n, c, b, s in p["fallbacks"][:5])
             placement += f". Top fallbacks: {tops}"
         elif calls:
             placement += ". No CPU fallbacks."
@@ -103,7 +122,7 @@ class MigrationReport:
             s = ev.startup
             startup = (
                 f"{s['graphs']} graphs ({s['cache']}); cold compile {s['cold_compile_s']:.3f} s; "
-                f"warm call {_ms(s['warm_call_s'])}"
+                f"warm call {_ms(s['warm_call_s'])} wall (simulator on this host)"
             )
             if s["recompile_reasons"]:
                 startup += f"; recompiles: {'; '.join(s['recompile_reasons'])}"
@@ -126,21 +145,6 @@ class MigrationReport:
             lines.append(f"| {q} | {md_escape(a)} | {amb} |")
         return "\n".join(lines) + "\n"
 
-    def _repr_html_(self) -> str:
-        body = "".join(
-            f"<tr><th style='text-align:left'>{html.escape(q)}</th><td>{html.escape(a)}</td>"
-            f"<td><em>{html.escape(amb)}</em></td></tr>"
-            for q, a, amb in self.rows()
-        )
-        return (
-            "<table class='trn-report'><caption>Migration evidence report</caption>"
-            "<tr><th>Question</th><th>Evidence from this session</th><th>Common ambiguity</th></tr>"
-            f"{body}</table>"
-        )
-
-    def __repr__(self) -> str:
-        return self.to_markdown()
-
     def save(self, path: str | Path) -> Path:
         """Write the Markdown (``.md``) or HTML (``.html``) report to ``path``; returns the path."""
         path = Path(path)
@@ -162,6 +166,22 @@ def report(
     ``save`` writes it beside the notebook (``.md`` or ``.html``). Raises what the model raises on the device.
     """
     rep = MigrationReport(collect_evidence(model, inputs, runs=runs, batch=batch))
+    if model is not None:
+        _last[:] = [rep]
     if save is not None:
         rep.save(save)
     return rep
+
+
+def last_report() -> MigrationReport:
+    """The last report measured with a model in this session, else one from the session's evidence alone."""
+    if _last:
+        rep = _last[0]
+        return MigrationReport(
+            rep.evidence,
+            ["the report last built with trn_notebook.report(model, inputs, …); call that again to re-measure"],
+        )
+    return MigrationReport(
+        collect_evidence(None, None),
+        ["numerics and latency are measured when you pass a model: trn_notebook.report(model, inputs, batch=…)"],
+    )

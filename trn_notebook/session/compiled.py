@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from ..device.clocks import clocks
+from ..presentation import COMPILE_STAGE_LABELS
 from ..results import Card, Result, Table, fmt_s
 from .cellfunc import VALUE_NAME, CellFunction, rewrite_cell
 
@@ -100,6 +101,18 @@ class CompileReport(Result):
             counts[str(e.get("cache_result", "?"))] = counts.get(str(e.get("cache_result", "?")), 0) + 1
         return ", ".join(f"{k} ×{v}" for k, v in counts.items())
 
+    def compile_text(self) -> str:
+        """Total compile time and what it was spent on (a cache hit skips lowering and passes, not tracing)."""
+        total = sum(float(e.get("compile_s", 0.0)) for e in self.entries)
+        stages: dict[str, float] = {}
+        for e in self.entries:
+            for k, us in (e.get("stage_us") or {}).items():
+                stages[k] = stages.get(k, 0.0) + float(us) / 1e6
+        shown = [f"{STAGE_LABELS.get(k, k)} {fmt_s(v)}" for k, v in stages.items() if v > 0]
+        hit = any("hit" in str(e.get("cache_result", "")) for e in self.entries)
+        why = "; a cache hit skips lowering and passes, but dynamo must still trace the code" if hit else ""
+        return fmt_s(total) + (f" ({' · '.join(shown)}{why})" if shown else "")
+
     def parts(self) -> list[Result]:
         kinds: dict[str, int] = {}
         for e in self.entries:
@@ -119,9 +132,8 @@ class CompileReport(Result):
             ("time", timing),
             ("modeled device time", fmt_s(self.device_s)),
         ]
-        compile_s = sum(float(e.get("compile_s", 0.0)) for e in self.entries)
         if self.entries:
-            fields.insert(4, ("compile time", fmt_s(compile_s)))
+            fields.insert(4, ("compile time", self.compile_text()))
         for reason in self.recompile_reasons:
             fields.append(("recompiled because", reason))
         out: list[Result] = [Card(f"%%trn compile: {self.name}", fields, self.notes)]
@@ -130,6 +142,9 @@ class CompileReport(Result):
             rows = [(_short(b["reason"]), b["source"]) for b in breaks]
             out.append(Table("graph breaks", ["reason", "source"], rows, ["full reasons: report.graph_breaks"]))
         return out
+
+
+STAGE_LABELS = COMPILE_STAGE_LABELS
 
 
 def _short(reason: str, limit: int = 160) -> str:

@@ -5,12 +5,18 @@ from __future__ import annotations
 import torch
 
 from ..device import register
+from ..device.chips import CHIPS as CHIP_SPECS
 from ..device.config import get_config, set_config
 from ..device.runtime import allocator, get_chip, set_chip
 from ..results import Card, fmt_bytes
 from ..status import current_device
 
-CHIPS = ("trn2", "trn3")
+CHIPS = tuple(sorted(CHIP_SPECS))
+RNG_NOTE = (
+    "random numbers (torch.randn, rand, randint, dropout masks) are drawn on the host by design, as on the "
+    "real device: they count as cpu_fallback in %trn ops but raise no warning; any other fallback warns once, "
+    "naming its cell and line"
+)
 
 
 def device_card() -> Card:
@@ -30,11 +36,14 @@ def device_card() -> Card:
             ("chip", f"{chip.name}: {chip.physical_cores} physical cores, {chip.logical_cores} logical cores"),
             ("HBM", f"{fmt_bytes(allocator.capacity)} per device ({fmt_bytes(chip.hbm_bytes)} per chip)"),
             ("host memory", _host_row()),
-            ("mode", "simulator"),
+            ("mode", "simulator: device times are modeled by the cost model, never measured on this machine"),
             ("launch blocking", "on (every op is a sync point)" if cfg.launch_blocking else "off (asynchronous)"),
             ("eager fusion", "on" if cfg.eager_fusion else "off"),
         ],
-        ["new tensors and modules are created on neuron; `%trn device cpu` switches back"],
+        [
+            "new tensors and modules are created on neuron; `%trn device cpu` switches back",
+            RNG_NOTE,
+        ],
     )
 
 

@@ -12,21 +12,19 @@ import importlib
 import importlib.util
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import torch
 
 from ..api import placement_summary
 from ..device.placement import CALLS, CATEGORY, D2H, DEVICE_S, H2D, HOST_S, SOURCE, placement_log
 from ..device.runtime import allocator
+from ..presentation import EXPLAIN_STAGES
 from ..results import Card, Message, Preformatted, Result, Sections, Table, fmt_bytes
 
-STAGES = {
-    "fx": ("fx",),
-    "aten": ("aten_forward", "aten_backward"),
-    "ir": ("ir",),
-    "passes": ("passes",),
-    "schedule": ("schedule",),
-}
+STAGES = EXPLAIN_STAGES
 
 
 def _optional(module: str) -> Any:
@@ -170,9 +168,68 @@ def shape_key(name: str) -> str:
     return name
 
 
-def shapes(name: str | None = None) -> Result:
+@dataclass(repr=False)
+class ShapesResult(Result):
+    """Observed input shapes and compiled graphs per compiled callable (``%trn shapes``)."""
+
+    entries: dict[str, dict[str, Any]]
+
+    def graphs(self, name: str | None = None) -> int:
+        """Graphs compiled for ``name`` (the only callable when omitted): one per bucket, else one per shape."""
+        rec = self._entry(name)
+        padded = rec.get("padded") or {}
+        return len(padded) if padded else len(rec.get("signatures", {}))
+
+    def shapes_seen(self, name: str | None = None) -> int:
+        """Distinct input signatures ``name`` was called with."""
+        return len(self._entry(name).get("signatures", {}))
+
+    def _entry(self, name: str | None) -> dict[str, Any]:
+        if name is None:
+            if len(self.entries) != 1:
+                raise ValueError(f"name one of: {', '.join(sorted(self.entries)) or '(none yet)'}")
+            return next(iter(self.entries.values()))
+        if name not in self.entries:
+            raise ValueError(f"no compiled callable named {name!r}; known: {', '.join(sorted(self.entries))}")
+        return self.entries[name]
+
+    def parts(self) -> list[Result]:
+        if not self.entries:
+            return [
+                Message(
+                    "no compiled callable has run yet: compile one with %%trn compile, trn_notebook.compile or "
+                    "trn_notebook.bucketed, call it, and its input shapes and graphs appear here"
+                )
+            ]
+        parts: list[Result] = []
+        for key, rec in self.entries.items():
+            sigs = sorted(rec.get("signatures", {}).items(), key=lambda kv: -kv[1])
+            notes = [f"bucket policy: {rec.get('policy') or 'none'}"]
+            padded = rec.get("padded") or {}
+            if padded:
+                notes.append("padded to: " + ", ".join(f"{b} ×{n}" for b, n in sorted(padded.items())))
+            for dim, hist in (rec.get("observed") or {}).items():
+                notes.append(f"{dim}: " + ", ".join(f"{length} ×{n}" for length, n in sorted(hist.items())[:20]))
+            graphs = self.graphs(key)
+            limit = torch._dynamo.config.recompile_limit
+            if not padded and len(sigs) > limit:
+                notes.append(
+                    f"dynamo's recompile_limit is {limit}: signatures beyond it run eagerly (not compiled); "
+                    "use a bucket policy (--buckets) to bound the number of graphs"
+                )
+            if padded:
+                title = (
+                    f"shapes of {key}: {len(sigs)} input shapes seen → {graphs} graph{'s' if graphs != 1 else ''} "
+                    "(each shape padded up to its bucket; one graph per bucket)"
+                )
+            else:
+                title = f"shapes of {key}: {len(sigs)} input shapes seen = {graphs} graphs (no buckets: one per shape)"
+            parts.append(Table(title, ["signature", "calls"], sigs, notes))
+        return parts
+
+
+def shapes(name: str | None = None) -> ShapesResult:
     """Observed input signatures per compiled callable (``name`` selects one; ``ValueError`` if unknown)."""
-    import torch
 
     from ..compiler import shape_log
 
@@ -182,30 +239,7 @@ def shapes(name: str | None = None) -> Result:
         if name not in snap:
             raise ValueError(f"no compiled callable named {name!r}; known: {', '.join(sorted(snap)) or '(none yet)'}")
         snap = {name: snap[name]}
-    if not snap:
-        return Message("no compiled callable has run yet; compile one with %%trn compile or torch.compile")
-    from ..compiler import compile_log
-
-    records = compile_log.snapshot()
-    parts: list[Result] = []
-    for key, rec in snap.items():
-        sigs = sorted(rec.get("signatures", {}).items(), key=lambda kv: -kv[1])
-        notes = [f"bucket policy: {rec.get('policy') or 'none'}"]
-        padded = rec.get("padded") or {}
-        if padded:
-            notes.append("padded to: " + ", ".join(f"{b} ×{n}" for b, n in sorted(padded.items())))
-        for dim, hist in (rec.get("observed") or {}).items():
-            notes.append(f"{dim}: " + ", ".join(f"{length} ×{n}" for length, n in sorted(hist.items())[:20]))
-        graphs = sum(1 for r in records if r.get("model_name") == key and r.get("kind") != "backward")
-        limit = torch._dynamo.config.recompile_limit
-        if not padded and len(sigs) > limit:
-            notes.append(
-                f"dynamo's recompile_limit is {limit}: signatures beyond it run eagerly (not compiled); "
-                "use a bucket policy (--buckets) to bound the number of graphs"
-            )
-        title = f"shapes of {key} ({len(sigs)} signatures, {graphs} forward/inference graphs compiled)"
-        parts.append(Table(title, ["signature", "calls"], sigs, notes))
-    return Sections(parts)
+    return ShapesResult(snap)
 
 
 def explain(target: Any, stage: str | None = None, *, title: str = "") -> Result:
@@ -221,10 +255,11 @@ def explain(target: Any, stage: str | None = None, *, title: str = "") -> Result
 
 
 def report() -> Result:
-    """The migration report of this session's evidence (``trn_notebook.report()``)."""
-    from ..migration import report as build_report
+    """The last migration report measured in this session (``trn_notebook.report(model, inputs)``), else the
+    report of the session's evidence alone (saying what passing a model would measure)."""
+    from ..migration.render import last_report
 
-    return build_report()
+    return last_report()
 
 
 def dashboard() -> Result:

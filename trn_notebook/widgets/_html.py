@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-import html
 from collections.abc import Iterable, Sequence
 from typing import Any
+
+from ..presentation import esc, fmt_bytes, fmt_s
+
+__all__ = ["CATEGORY_COLOURS", "OTHER_COLOUR", "esc", "fmt_bytes", "fmt_s", "polyline_svg", "section", "table"]
 
 # Category colours, shared by the fallbacks and widgets.css (keep them in step).
 CATEGORY_COLOURS = {
@@ -14,28 +17,6 @@ CATEGORY_COLOURS = {
     "host_only": "#546e7a",
 }
 OTHER_COLOUR = "#6a1b9a"
-
-
-def esc(value: Any) -> str:
-    """``value`` as text safe inside HTML element content and quoted attributes."""
-    return html.escape(str(value), quote=True)
-
-
-def fmt_bytes(n: float) -> str:
-    """Bytes in binary units (``1.50 MiB``)."""
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if abs(n) >= size:
-            return f"{n / size:.2f} {unit}"
-    return f"{int(n)} B"
-
-
-def fmt_s(seconds: float) -> str:
-    """Seconds in a readable unit (µs, ms or s)."""
-    if abs(seconds) < 1e-3:
-        return f"{seconds * 1e6:.1f} µs"
-    if abs(seconds) < 1.0:
-        return f"{seconds * 1e3:.2f} ms"
-    return f"{seconds:.2f} s"
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], *, row_styles: Sequence[str] = ()) -> str:

@@ -11,10 +11,11 @@ from typing import Any, TypedDict
 
 import traitlets
 
+from ..presentation import COMPILE_STAGES
 from . import _html
 from ._base import STATIC, TrnWidget
 
-STAGES = ("capture", "aot", "lower", "passes", "codegen", "cache_write")
+STAGES = COMPILE_STAGES
 
 
 class GraphRow(TypedDict):

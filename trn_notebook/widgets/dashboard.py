@@ -2,27 +2,17 @@
 
 from __future__ import annotations
 
-import weakref
 from typing import Any
 
 import ipywidgets
 
-from ._base import log
+from ..session.events import CellFinished, cell_finished
 from .cache import CacheView
-from .memory import MemoryView, _shell
+from .memory import MemoryView
 from .placement import PlacementView
 from .tuner import ShapeTuner
 
 TITLES = ("Placement", "Compile cache", "Shapes", "Memory")
-
-
-def _after_cell(ref: weakref.ref[Dashboard]) -> Any:
-    def hook(*_args: Any) -> None:
-        dashboard = ref()
-        if dashboard is not None:
-            dashboard.refresh_if_changed()
-
-    return hook
 
 
 class Dashboard(ipywidgets.Tab):
@@ -36,11 +26,7 @@ class Dashboard(ipywidgets.Tab):
         views = (self.placement, self.cache, self.shapes, self.memory)
         super().__init__(children=views, titles=TITLES, **kwargs)
         self.add_class("trn-dashboard")
-        self._hook: Any = None
-        shell = _shell()
-        if shell is not None:
-            self._hook = _after_cell(weakref.ref(self))
-            shell.events.register("post_run_cell", self._hook)
+        self._unsubscribe = cell_finished.subscribe(self.on_cell_finished)
 
     @property
     def views(self) -> tuple[PlacementView, CacheView, ShapeTuner, MemoryView]:
@@ -52,19 +38,18 @@ class Dashboard(ipywidgets.Tab):
         for view in self.views:
             view.guarded("refresh", view.refresh)
 
+    def on_cell_finished(self, event: CellFinished) -> None:
+        """Subscriber of the cell-finished event: refresh the views whose sources moved."""
+        if event.changed:
+            self.refresh_if_changed()
+
     def refresh_if_changed(self) -> list[str]:
         """Refresh the views whose sources changed (run after every cell); returns their tab titles."""
         return [title for title, view in zip(TITLES, self.views) if view.refresh_if_changed()]
 
     def close(self) -> None:
         """Stop the live updates and close the views."""
-        shell = _shell()
-        if shell is not None and self._hook is not None:
-            try:
-                shell.events.unregister("post_run_cell", self._hook)
-            except ValueError:
-                log.debug("dashboard hook already unregistered")
-        self._hook = None
+        self._unsubscribe()
         for view in self.views:
             view.close()
         super().close()

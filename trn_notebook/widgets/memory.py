@@ -18,6 +18,7 @@ from typing import Any, Literal, TypedDict
 import traitlets
 
 from ..device.runtime import allocator
+from ..session.events import CellFinished, cell_finished
 from . import _html
 from ._base import STATIC, TrnWidget
 
@@ -51,15 +52,6 @@ def read_counters() -> dict[str, int]:
         counters = {f.name: int(getattr(allocator.counters, f.name)) for f in _COUNTER_FIELDS}
         counters["capacity"] = int(allocator.capacity)
     return counters
-
-
-def _post_run_cell_refresh(ref: weakref.ref[MemoryView]) -> Any:
-    def hook(*_args: Any) -> None:
-        view = ref()
-        if view is not None:
-            view.refresh_if_changed()
-
-    return hook
 
 
 MIN_INTERVAL_S = 0.05
@@ -190,22 +182,20 @@ class MemoryView(TrnWidget):
         self._stop = stop
         self._thread = threading.Thread(target=run, name="trn-memory-view", daemon=True)
         self._thread.start()
-        shell = _shell()
-        if shell is not None and self._hook is None:
-            self._hook = _post_run_cell_refresh(ref)
-            shell.events.register("post_run_cell", self._hook)
+        if self._hook is None:
+            self._hook = cell_finished.subscribe(self.on_cell_finished)
+
+    def on_cell_finished(self, event: CellFinished) -> None:
+        """Subscriber of the cell-finished event: redraw if the allocator moved."""
+        self.refresh_if_changed()
 
     def _stop_thread(self) -> None:
         if self._stop is not None:
             self._stop.set()
         self._stop = None
         self._thread = None
-        shell = _shell()
-        if shell is not None and self._hook is not None:
-            try:
-                shell.events.unregister("post_run_cell", self._hook)
-            except ValueError:
-                pass
+        if self._hook is not None:
+            self._hook()  # unsubscribe from the cell-finished event
         self._hook = None
 
     @property
@@ -281,11 +271,3 @@ def _interval_of(ref: weakref.ref[MemoryView]) -> float:
     view = ref()
     value = 0.2 if view is None else float(view.interval_s)
     return min(max(value, MIN_INTERVAL_S), MAX_INTERVAL_S) if math.isfinite(value) else 0.2
-
-
-def _shell() -> Any:
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return None
-    return get_ipython()

@@ -2,7 +2,7 @@
 
 Reads ``placement_log.snapshot()`` (or a given window, e.g. a per-cell ``diff_snapshots``). The
 "modeled ms" column is the placement log's modeled time: device kernel time for device ops; for a
-CPU fallback, both host<->device copies plus the measured host compute (the device charges it) — so
+CPU fallback, both host<->device copies plus the modeled host compute (a roofline on the host CPU) — so
 the totals row can say how much of the modeled time went to fallbacks.
 """
 
@@ -102,7 +102,6 @@ class PlacementView(TrnWidget):
         snap = placement_log.snapshot() if self._window is None else self._window
         self._all = rows_of(snap)
         self.categories = sorted({r["category"] for r in self._all})
-        self.totals = totals_of(self._all)
         self._update_rows()
 
     def source_version(self) -> Any:
@@ -126,13 +125,20 @@ class PlacementView(TrnWidget):
 
     def _update_rows(self) -> None:
         rows = self.sorted_rows()
+        totals = totals_of(rows)  # the totals row covers what the filter shows
+        share = totals_of(self._all)["fallback_pct"]
+        totals["summary"] = (
+            f"{share:.1f}% of modeled time spent in CPU fallbacks (copies both ways + modeled host compute)"
+            + (f"; showing {self.category_filter} only" if self.category_filter else "")
+        )
+        self.totals = totals
         self.hidden_rows = max(len(rows) - MAX_ROWS, 0)
         self.rows = rows[:MAX_ROWS]
 
     def fallback_html(self) -> str:
         """The table (sorted by modeled time) and the totals, escaped, for saved notebooks."""
         rows = sorted(self._all, key=lambda r: (-r["modeled_ms"], r["op"]))
-        t = self.totals
+        t = totals_of(self._all)
         shown = rows[:MAX_ROWS]
         body = _html.table(
             ["op", "category", "calls", "host ms", "modeled ms", "bytes moved", "source"],
@@ -152,7 +158,7 @@ class PlacementView(TrnWidget):
         )
         more = f"<p>… {len(rows) - len(shown)} more ops</p>" if len(rows) > len(shown) else ""
         summary = (
-            f"<p><b>{t.get('fallback_pct', 0.0):.1f}% of modeled device time spent in fallbacks</b> "
+            f"<p><b>{t.get('fallback_pct', 0.0):.1f}% of modeled time spent in CPU fallbacks</b> "
             f"({t.get('ops', 0)} ops, {t.get('calls', 0)} calls, {t.get('modeled_ms', 0.0):.3f} ms modeled, "
             f"{_html.fmt_bytes(t.get('bytes', 0))} moved)</p>"
         )
@@ -160,10 +166,10 @@ class PlacementView(TrnWidget):
 
     def fallback_text(self) -> str:
         """A few lines: totals, fallback share and the top ops."""
-        t = self.totals
+        t = totals_of(self._all)
         lines = [
             f"Op placement ({self.scope}): {t.get('ops', 0)} ops, {t.get('calls', 0)} calls, "
-            f"{t.get('fallback_pct', 0.0):.1f}% of modeled device time spent in fallbacks",
+            f"{t.get('fallback_pct', 0.0):.1f}% of modeled time spent in CPU fallbacks",
         ]
         for r in sorted(self._all, key=lambda r: (-r["modeled_ms"], r["op"]))[:10]:
             lines.append(f"  {r['op']:<28} {r['category']:<13} {r['calls']:>7} calls {r['modeled_ms']:>10.3f} ms")

@@ -10,7 +10,6 @@ control costs one ``tune`` call. "Apply" sets the candidate as ``target.policy``
 from __future__ import annotations
 
 import math
-import re
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -23,7 +22,10 @@ from ._base import STATIC, TrnWidget
 
 MAX_BINS = 80
 KINDS = ("pow2", "step", "list")
-_SPEC = re.compile(r"^(?:pow2:(\d+)-(\d+)|step:(\d+):(\d+)-(\d+)|list:([\d,\s]+))$")
+EMPTY = (
+    "no lengths yet: call a bucketed callable (trn_notebook.bucketed) on some inputs and press Refresh, "
+    "or pass lengths=… to ShapeTuner; the histogram, buckets and read-outs appear here"
+)
 
 
 def _compiler() -> Any:
@@ -72,17 +74,19 @@ def histogram(values: np.ndarray, counts: np.ndarray, max_bins: int = MAX_BINS) 
 
 
 def spec_controls(spec: str) -> dict[str, Any]:
-    """Control values for a policy spec (``pow2:128-2048``, ``step:256:256-2048``, ``list:128,512``)."""
-    m = _SPEC.match(spec.strip())
-    if m is None:
-        raise ValueError(f"not a bucket policy spec: {spec!r}")
-    if m.group(1):
-        return {"kind": "pow2", "min_len": int(m.group(1)), "max_len": int(m.group(2))}
-    if m.group(3):
-        step, lo, hi = int(m.group(3)), int(m.group(4)), int(m.group(5))
-        return {"kind": "step", "min_len": lo, "max_len": hi, "count": max(1, (hi - lo) // step + 1)}
-    sizes = [int(s) for s in m.group(6).replace(" ", "").split(",") if s]
-    return {"kind": "list", "sizes": ",".join(map(str, sizes)), "min_len": min(sizes), "max_len": max(sizes)}
+    """Control values for a policy spec, read through ``BucketPolicy.parse`` (one grammar for every spec).
+
+    Raises ``ValueError`` (from the parser) for a spec that is not a valid policy.
+    """
+    policy = _compiler().BucketPolicy.parse(spec)
+    sizes = list(policy.sizes)
+    lo, hi = sizes[0], sizes[-1]
+    if policy.kind == "pow2":
+        lo = int(str(policy).split(":", 1)[1].split("-")[0])  # pow2:MIN-MAX keeps its own MIN
+        return {"kind": "pow2", "min_len": lo, "max_len": hi}
+    if policy.kind == "step":
+        return {"kind": "step", "min_len": lo, "max_len": hi, "count": len(sizes)}
+    return {"kind": "list", "sizes": ",".join(map(str, sizes)), "min_len": lo, "max_len": hi}
 
 
 def controls_spec(kind: str, min_len: int, max_len: int, count: int, sizes: str) -> str:
@@ -114,7 +118,7 @@ def find_bucketed(name: str) -> Any:
 
 
 def _pow2_above(n: int) -> int:
-    return 1 << max(int(n) - 1, 0).bit_length()
+    return int(_compiler().buckets._next_pow2(int(n)))
 
 
 class ShapeTuner(TrnWidget):
@@ -143,7 +147,9 @@ class ShapeTuner(TrnWidget):
     buckets = traitlets.List().tag(sync=True)
     readouts = traitlets.Dict().tag(sync=True)
     applied = traitlets.Unicode("").tag(sync=True)
-    can_apply = traitlets.Bool(False).tag(sync=True)
+    can_apply = traitlets.Bool(False).tag(sync=True)  # a callable to apply to AND a valid, new candidate
+    valid = traitlets.Bool(True).tag(sync=True)  # the controls describe a valid policy
+    notice = traitlets.Unicode("").tag(sync=True)  # what will appear, when there is nothing to show yet
     callables = traitlets.List().tag(sync=True)  # shape-log names to choose from (no target given)
 
     def __init__(self, target: Any = None, lengths: Any = None, **kwargs: Any) -> None:
@@ -161,6 +167,9 @@ class ShapeTuner(TrnWidget):
         self.guarded("reading the shape log", self.refresh)
         self._ready = True
         self.recompute()
+        from ..session.events import cell_finished
+
+        self._unsubscribe = cell_finished.subscribe(self.on_cell_finished)
 
     # -- data -----------------------------------------------------------------------------------
     def _shape_entry(self) -> dict[str, Any] | None:
@@ -201,8 +210,8 @@ class ShapeTuner(TrnWidget):
                 self.dim = self._default_dim(observed)
             self.source = f"shape log: {self.name}" if entry is not None else "shape log: no bucketed callable yet"
             values, counts = as_counts(observed.get(self.dim, {}))
-        self.can_apply = self._callable is not None
         self._set_data(values, counts, entry)
+        self.notice = "" if values.size else EMPTY
 
     def _default_dim(self, observed: dict[str, dict[Any, int]]) -> str:
         """The bucketed dimension of the target (``input_ids[1]``), else the one with the most distinct lengths."""
@@ -254,7 +263,11 @@ class ShapeTuner(TrnWidget):
 
     # -- the tuner ------------------------------------------------------------------------------
     @traitlets.observe("kind", "min_len", "max_len", "count", "sizes")
-    def _controls_changed(self, _change: dict[str, Any]) -> None:
+    def _controls_changed(self, change: dict[str, Any]) -> None:
+        if change["name"] == "kind" and change["new"] == "list" and not self.sizes.strip() and self.buckets:
+            # An explicit list starts from the current buckets, not from an empty (invalid) box.
+            self.sizes = ",".join(str(b) for b in self.buckets)  # observed again: recomputes once
+            return
         if self._ready:
             self.recompute()
 
@@ -271,10 +284,18 @@ class ShapeTuner(TrnWidget):
         start = time.perf_counter()
         try:
             compiler = _compiler()
+            if self.min_len > self.max_len:
+                raise ValueError(f"min {self.min_len} is above max {self.max_len}; lower min or raise max")
             spec = controls_spec(self.kind, self.min_len, self.max_len, self.count, self.sizes)
             policy = compiler.BucketPolicy.parse(spec)
             result = compiler.tune(policy, self._tune_input) if self._tune_input else None
         except Exception as exc:
+            with self.hold_sync():  # no stale candidate: Apply must never set the previous policy
+                self.valid = False
+                self.can_apply = False
+                self.policy = ""
+                self.buckets = []
+                self.readouts = {}
             self.report_error(f"{type(exc).__name__}: {exc}")
             return False
         readouts: dict[str, Any] = {}
@@ -293,7 +314,13 @@ class ShapeTuner(TrnWidget):
             self.buckets = [int(b) for b in policy.buckets()]
             self.readouts = readouts
             self.error = ""
+            self.valid = True
+            self.can_apply = self._callable is not None and str(policy) != self.applied
         return True
+
+    def on_cell_finished(self, event: Any) -> None:
+        """Subscriber of the cell-finished event: keep "in force" and the data current without Refresh."""
+        self.refresh_if_changed()
 
     def _on_apply(self, _content: dict[str, Any]) -> None:
         self.apply()
@@ -308,8 +335,11 @@ class ShapeTuner(TrnWidget):
                 "apply needs a BucketedCallable target (trn_notebook.compiler.bucketed(...)); "
                 f"this tuner shows {self.source or 'nothing'}"
             )
+        if not self.valid or not self.policy:
+            raise ValueError(f"the controls do not describe a valid policy ({self.error}); fix them before Apply")
         self._callable.policy = _compiler().BucketPolicy.parse(self.policy)
         self.applied = str(self._callable.policy)
+        self.can_apply = False  # in force now
         return self.applied
 
     def _on_suggest(self, content: dict[str, Any]) -> None:

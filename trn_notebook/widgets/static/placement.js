@@ -125,8 +125,7 @@ function render({ model, el: root }) {
     };
     for (const [key] of COLUMNS) tr.append(el("td", null, values[key]));
     tfoot.append(tr);
-    summary.textContent =
-      Number(t.fallback_pct ?? 0).toFixed(1) + "% of modeled device time spent in fallbacks";
+    summary.textContent = t.summary ?? ""; // formatted by the kernel
     title.textContent = "Op placement (" + model.get("scope") + ")";
   }
 

@@ -73,14 +73,15 @@ function render({ model, el: root }) {
   const sizesRow = rowFor("sizes", sizes, null);
 
   const actions = el("div", "trn-bar");
-  const suggest = el("button", "trn-button trn-suggest", "Suggest (≤ buckets compiles)");
+  const suggest = el("button", "trn-button trn-suggest", "Suggest");
   const apply = el("button", "trn-button trn-apply", "Apply");
   const policyText = el("span", "trn-policy");
   const applied = el("span", "trn-applied trn-label");
   actions.append(apply, suggest, policyText, applied);
   const cards = el("div", "trn-cards trn-readouts");
   const source = el("div", "trn-note");
-  root.append(bar, error, chart, controls, actions, cards, source);
+  const notice = el("div", "trn-note trn-empty");
+  root.append(bar, error, notice, chart, controls, actions, cards, source);
 
   // -- sending control moves, coalesced --------------------------------------------------------
   let inFlight = false;
@@ -115,6 +116,14 @@ function render({ model, el: root }) {
   }
   kind.addEventListener("change", () => push("kind", kind.value));
   sizes.addEventListener("change", () => push("sizes", sizes.value));
+  sizes.addEventListener("keydown", (event) => {
+    if (event.key === "Enter") push("sizes", sizes.value); // Enter commits the box, as it reads
+  });
+  // Keys typed into the controls belong to them: JupyterLab must not take arrows/Enter as
+  // notebook commands (moving to another cell, entering edit mode).
+  for (const node of [kind, sizes, minS.input, maxS.input, countS.input, dimSelect, nameSelect]) {
+    node.addEventListener("keydown", (event) => event.stopPropagation());
+  }
   dimSelect.addEventListener("change", () => push("dim", dimSelect.value));
   nameSelect.addEventListener("change", () => push("name", nameSelect.value));
   refresh.addEventListener("click", () => model.send({ type: "refresh" }));
@@ -135,10 +144,18 @@ function render({ model, el: root }) {
     const show = (row, on) => row.forEach((n) => n && (n.style.display = on ? "" : "none"));
     show(minRow, k !== "list");
     show(maxRow, k !== "list");
-    show(countRow, k === "step");
+    show(countRow, true); // the bucket budget of "Suggest" too, so it is visible in every kind
+    countRow[0].textContent = k === "step" ? "buckets" : "budget";
     show(sizesRow, k === "list");
+    suggest.textContent = "Suggest (≤ " + model.get("count") + " compiles)";
     apply.disabled = !model.get("can_apply");
-    apply.title = model.get("can_apply") ? "Set this policy on the bucketed callable" : "Needs a bucketed callable";
+    apply.title = model.get("can_apply")
+      ? "Set this policy on the bucketed callable"
+      : !model.get("valid")
+        ? "Fix the controls first: they do not describe a valid policy"
+        : model.get("applied") === model.get("policy")
+          ? "This policy is already in force"
+          : "Needs a bucketed callable";
   }
 
   function drawTitle() {
@@ -157,7 +174,9 @@ function render({ model, el: root }) {
     };
     fill(dimSelect, model.get("dims") || [], model.get("dim"));
     fill(nameSelect, model.get("callables") || [], name);
-    policyText.textContent = "candidate: " + model.get("policy");
+    policyText.textContent = "candidate: " + (model.get("policy") || "none (invalid controls)");
+    notice.textContent = model.get("notice") || "";
+    notice.style.display = model.get("notice") ? "" : "none";
     applied.textContent = "in force: " + (model.get("applied") || "none");
   }
 
@@ -258,6 +277,10 @@ function render({ model, el: root }) {
     ["change:sizes", drawControls],
     ["change:range_max", drawControls],
     ["change:can_apply", drawControls],
+    ["change:valid", drawControls],
+    ["change:applied", drawControls],
+    ["change:policy", drawControls],
+    ["change:notice", drawTitle],
   ];
   const onMsg = (msg) => {
     if (msg && msg.type === "error") {

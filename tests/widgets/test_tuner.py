@@ -1,0 +1,74 @@
+"""ShapeTuner controls, as a class would use them: kinds, bad input, min/max, Apply, empty state, staleness."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+import trn_notebook.compiler as compiler
+from trn_notebook.session.events import cell_finished
+from trn_notebook.widgets import ShapeTuner
+from trn_notebook.widgets.tuner import EMPTY
+
+
+def update(widget: Any, state: dict[str, Any]) -> None:
+    """Apply ``state`` as the front end does (a comm ``update`` message)."""
+    widget.set_state(state)
+
+
+@pytest.fixture
+def target(fresh_compiler):
+    bucketed = compiler.bucketed(
+        lambda input_ids: input_ids + 1, dims={"input_ids": 1}, policy=compiler.BucketPolicy.pow2(8, 256)
+    )
+    for n in (5, 9, 30, 100):
+        bucketed(torch.ones(1, n, device="neuron"))
+    return bucketed
+
+
+def test_choosing_explicit_list_starts_from_the_current_buckets_without_an_error(target):
+    view = ShapeTuner(target)
+    update(view, {"kind": "list"})
+    assert view.error == "" and view.valid
+    assert view.sizes == "8,16,32,64,128,256" and view.policy == "list:8,16,32,64,128,256"
+
+
+def test_min_above_max_is_refused_and_apply_is_disabled(target):
+    view = ShapeTuner(target)
+    update(view, {"kind": "pow2", "min_len": 512, "max_len": 64})
+    assert "min 512 is above max 64" in view.error
+    assert not view.valid and not view.can_apply and view.policy == ""
+    with pytest.raises(ValueError, match="valid policy"):
+        view.apply()
+    assert str(target.policy) == "pow2:8-256"  # the wrong policy was never set
+
+
+def test_apply_enables_only_for_a_new_valid_candidate_and_disables_once_in_force(target):
+    view = ShapeTuner(target)
+    assert not view.can_apply
+    update(view, {"kind": "step", "min_len": 8, "max_len": 256, "count": 4})
+    assert view.can_apply
+    view.apply()
+    assert str(target.policy) == view.applied == view.policy and not view.can_apply
+
+
+def test_in_force_follows_a_policy_set_by_another_cell_after_the_cell_finishes(target):
+    view = ShapeTuner(target)
+    target.policy = compiler.BucketPolicy.parse("list:64,256")
+    cell_finished.emit()  # what IPython does after the cell that changed the policy
+    assert view.applied == "list:64,256"
+
+
+def test_an_empty_tuner_says_what_will_appear_instead_of_a_fake_policy(fresh_compiler):
+    view = ShapeTuner()
+    assert view.notice == EMPTY and view.hist["samples"] == 0
+    assert "bucketed" in view.notice and "lengths=" in view.notice
+
+
+def test_suggest_uses_the_bucket_count_in_every_kind(target):
+    view = ShapeTuner(target, lengths=np.arange(10, 250))
+    view._on_suggest({"max_compiles": 3})
+    assert len(view.buckets) <= 3 and view.valid
