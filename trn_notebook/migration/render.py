@@ -101,7 +101,10 @@ class MigrationReport(Result):
         calls = p.get("calls", {})
         placement = ", ".join(f"{k} {v}" for k, v in sorted(calls.items())) or NOT_MEASURED
         if p.get("fallbacks"):
-            tops = "; ".join(f"aten::{n} ×{c} ({fmt_bytes(b)} moved) at {s}" for n, c, b, s in p["fallbacks"][:5])
+            tops = "; ".join(
+                f"aten::{n} ×{c} ({fmt_bytes(b) if isinstance(b, int | float) else b} moved) at {s}"
+                for n, c, b, s in p["fallbacks"][:5]
+            )
             placement += f". Top fallbacks: {tops}"
         elif calls:
             placement += ". No CPU fallbacks."
