@@ -193,6 +193,7 @@ def _startup(records: list[dict[str, Any]]) -> dict[str, Any] | None:
         if known
         else f"cache hits {NA} (the backend's metrics do not say)",
         "warm_call_s": statistics.median(warm) if warm else None,
+        "wall_label": "simulator on this host" if backends.current().is_simulator else "Trainium hardware",
         "recompile_reasons": [reason for r in records for reason in r.get("recompile_reasons", [])][:5],
     }
 

@@ -125,7 +125,7 @@ class MigrationReport(Result):
             s = ev.startup
             startup = (
                 f"{s['graphs']} graphs ({s['cache']}); cold compile {s['cold_compile_s']:.3f} s; "
-                f"warm call {_ms(s['warm_call_s'])} wall (simulator on this host)"
+                f"warm call {_ms(s['warm_call_s'])} wall ({s.get('wall_label', 'simulator on this host')})"
             )
             if s["recompile_reasons"]:
                 startup += f"; recompiles: {'; '.join(s['recompile_reasons'])}"
