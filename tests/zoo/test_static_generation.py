@@ -12,7 +12,7 @@ pytest.importorskip("transformers")
 
 from transformers import CompileConfig
 
-from trn_notebook.compiler import backend, compile_log, shape_log
+from trn_notebook.compiler import compile_log, shape_log
 from trn_notebook.zoo.specs import build, spec
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("fresh_compiler")]
@@ -47,9 +47,8 @@ def test_static_cache_decoding_is_one_graph_reported_and_cached():
     shapes = shape_log.snapshot()["LlamaForCausalLM"]
     assert len(shapes["signatures"]) == 1 and sum(shapes["signatures"].values()) == 1
 
-    torch._dynamo.reset()  # a re-run (e.g. the cell again after a restart of dynamo) hits the cache
-    backend.clear_memory_cache()
+    torch._dynamo.reset()  # a re-run (the cell again, a fresh model copy, dynamo restarted) hits the compile cache
     dev2 = copy.deepcopy(cpu).to("neuron")
     _generate(dev2, prompts[0].to("neuron"), 4, **static)
     again = compile_log.snapshot()[1:]
-    assert [r["cache_result"] for r in again] == ["disk hit"]
+    assert [r["cache_result"] for r in again] == ["memory hit"], [r["graph_id"] for r in again]

@@ -70,7 +70,7 @@ def measure(runner: Any) -> dict[str, float]:
     cpu_model = copy.deepcopy(cpu).eval()
     p_cpu = prompt(spec, cpu)
     p_dev = {k: v.to("neuron") for k, v in p_cpu.items()}
-    cc = CompileConfig(backend="neuron", mode=None, fullgraph=False)
+    cc = CompileConfig(backend="neuron", mode=None, fullgraph=False)  # type: ignore[arg-type]
     cache_len = 64  # one static cache shape: every call below reuses one decode graph
     for m in (dev, cpu_model):
         if m.generation_config.pad_token_id is None:

@@ -266,7 +266,7 @@ class Runner:
             self.device_model(),
             N,
             cache_implementation="static",
-            compile_config=CompileConfig(backend=N, mode=None, fullgraph=False),
+            compile_config=CompileConfig(backend=N, mode=None, fullgraph=False),  # type: ignore[arg-type]
         )
         records = compile_log.snapshot()[before:]
         if not records:

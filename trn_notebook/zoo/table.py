@@ -42,9 +42,10 @@ def rates(results: list[ModelResult]) -> list[StageRate]:
 def summary_lines(results: list[ModelResult]) -> list[str]:
     """Human-readable pass rates, one line per stage."""
     lines = []
-    for r in rates(results):
+    for rate in rates(results):
         lines.append(
-            f"{STAGE_TITLES[r.stage]:32s} {r.passed:3d}/{r.applicable:<3d} = {r.rate:7.2%}   (n/a: {r.not_applicable})"
+            f"{STAGE_TITLES[rate.stage]:32s} {rate.passed:3d}/{rate.applicable:<3d} = {rate.rate:7.2%}   "
+            f"(n/a: {rate.not_applicable})"
         )
     return lines
 
@@ -72,8 +73,10 @@ def to_markdown(results: list[ModelResult], command: str) -> str:
         "| stage | passed | applicable | n/a | rate |",
         "|---|---|---|---|---|",
     ]
-    for r in rates(results):
-        lines.append(f"| {STAGE_TITLES[r.stage]} | {r.passed} | {r.applicable} | {r.not_applicable} | {r.rate:.1%} |")
+    for rate in rates(results):
+        lines.append(
+            f"| {STAGE_TITLES[rate.stage]} | {rate.passed} | {rate.applicable} | {rate.not_applicable} | {rate.rate:.1%} |"
+        )
     f_rtol, f_atol = TOLERANCES["forward"]
     b_rtol, b_atol = TOLERANCES["backward"]
     t_rtol, t_atol = TOLERANCES["train"]
