@@ -18,7 +18,9 @@ from ..device.chips import CHIPS as CHIP_SPECS
 from ..presentation import EXPLAIN_STAGES
 
 CELL_MODES = ("eager", "compile", "profile")  # only as %%trn
-LINE_ONLY = ("device", "status", "ops", "memory", "cache", "shapes", "explain", "report", "dashboard", "help")
+LINE_ONLY = (
+    "device", "status", "ops", "memory", "cache", "shapes", "explain", "report", "dashboard", "reset", "port-check", "help",
+)  # fmt: skip
 SUBCOMMANDS = (*LINE_ONLY[:1], *CELL_MODES, *LINE_ONLY[1:], "timeit")
 STAGES = tuple(EXPLAIN_STAGES)
 CHIPS = tuple(sorted(CHIP_SPECS))
@@ -108,6 +110,9 @@ def build_parser() -> Parser:
     p = add("cache", "the persistent compile cache")
     p.add_argument("--clear", action="store_true", help="delete every entry")
     p.add_argument("--dir", metavar="PATH", help="use PATH as the cache directory")
+    p.add_argument("--export", metavar="BUNDLE", help="write this cache's entries to a checksummed data bundle")
+    p.add_argument("--import", dest="import_", metavar="BUNDLE", help="import a bundle (needs --trust)")
+    p.add_argument("--trust", action="store_true", help="with --import: you chose to trust this bundle's author")
     p = add("shapes", "observed input shapes per compiled callable")
     p.add_argument("name", nargs="?")
     p = add("explain", "every stage of a compilation (FX, ATen, IR, passes, schedule)")
@@ -115,6 +120,10 @@ def build_parser() -> Parser:
     p.add_argument("--stage", choices=STAGES)
     add("report", "the migration report")
     add("dashboard", "status, placement, memory and compile cache together")
+    p = add("reset", "start an exercise over: placement log, clocks, memory statistics, compile and shape logs")
+    p.add_argument("--keep-compiled", action="store_true", help="keep compiled graphs in memory")
+    p = add("port-check", "simulator-only calls in a notebook or script (default: this session's cells)")
+    p.add_argument("path", nargs="?", default="", help="a .ipynb or .py file")
     add("help", "list the subcommands")
     p = add("timeit", "time a statement correctly on an asynchronous device")
     p.add_argument("-n", type=_positive, dest="number", help="loops per run (default: automatic)")
@@ -195,6 +204,7 @@ def help_text() -> str:
     """The one-screen summary shown by ``%trn help``."""
     return parser().format_help() + (
         "\ncell modes: %%trn eager [--fusion] [--strict] · %%trn compile [--fullgraph] [--name NAME] "
-        "[--mode MODE] [--option K=V …] [--buckets SPEC] · %%trn timeit [options] [SETUP]\n"
+        "[--mode MODE] [--option K=V …] [--buckets SPEC] · %%trn timeit [options] [SETUP] · "
+        "%%trn profile [--steps N] [--warmup N] [--save PATH] · %%trn ranks N (and %trn ranks stop)\n"
         "every subcommand takes --help"
     )

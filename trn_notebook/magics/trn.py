@@ -47,7 +47,7 @@ class TrnMagics(Magics):
         except HelpRequested as exc:
             return Preformatted("", exc.text)
         args.line = line
-        handler = getattr(self, "_cmd_" + args.command)
+        handler = getattr(self, "_cmd_" + args.command.replace("-", "_"))
         return handler(args, cell)
 
     _cmd_profile = cmd_profile
@@ -180,10 +180,24 @@ class TrnMagics(Magics):
         return render.render_memory(session.memory(reset_peak=args.reset_peak, empty_cache=args.empty_cache))
 
     def _cmd_cache(self, args: argparse.Namespace, cell: str | None) -> Any:
+        from .. import cache as bundles
+
+        form = "correct form: %trn cache [--clear] [--dir PATH] [--export BUNDLE] [--import BUNDLE --trust]"
+        if args.export or args.import_:
+            if args.export and args.import_:
+                raise UsageError(f"%trn cache: --export and --import are separate steps; give one\n{form}")
+            try:
+                if args.export:
+                    return Message(f"exported {bundles.export(args.export)}")
+                return Message(f"imported {bundles.import_(args.import_, trust=args.trust)}")
+            except (ValueError, OSError) as exc:
+                raise UsageError(f"%trn cache: {exc}\n{form}") from None
+        if args.trust:
+            raise UsageError(f"%trn cache: --trust only goes with --import BUNDLE\n{form}")
         try:
             return render.render_cache(session.cache(clear=args.clear, directory=args.dir))
         except (ValueError, OSError) as exc:
-            raise UsageError(f"%trn cache: {exc}\ncorrect form: %trn cache [--clear] [--dir PATH]") from None
+            raise UsageError(f"%trn cache: {exc}\n{form}") from None
 
     def _cmd_shapes(self, args: argparse.Namespace, cell: str | None) -> Any:
         try:
@@ -221,6 +235,21 @@ class TrnMagics(Magics):
 
     def _cmd_dashboard(self, args: argparse.Namespace, cell: str | None) -> Any:
         return render.render_dashboard(session.dashboard())
+
+    def _cmd_reset(self, args: argparse.Namespace, cell: str | None) -> Any:
+        from .. import reset
+
+        reset(compiled=not args.keep_compiled)
+        kept = "compiled graphs kept in memory" if args.keep_compiled else "compiled graphs dropped from memory"
+        return Message(f"reset: placement log, clocks, memory statistics, compile and shape logs cleared; {kept}")
+
+    def _cmd_port_check(self, args: argparse.Namespace, cell: str | None) -> Any:
+        from ..portcheck import PortCheckError, port_check_magic
+
+        try:
+            return port_check_magic(args.path, history=self.shell.user_ns.get("In"))
+        except (PortCheckError, OSError) as exc:
+            raise UsageError(f"%trn port-check: {exc}\ncorrect form: %trn port-check [PATH.ipynb|PATH.py]") from None
 
     def _cmd_help(self, args: argparse.Namespace, cell: str | None) -> Any:
         return Preformatted("%trn help", help_text())
