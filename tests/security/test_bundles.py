@@ -14,27 +14,11 @@ import re
 from pathlib import Path
 
 import pytest
-import torch
 
-import trn_notebook
+from tests.security.probe import compile_f
 from trn_notebook import cache as user_cache
-from trn_notebook.compiler import backend, compile_log, trust
+from trn_notebook.compiler import trust
 from trn_notebook.compiler.config import override
-
-X = torch.arange(4.0)
-
-
-def f(x: torch.Tensor) -> torch.Tensor:
-    return 3 * x + 1
-
-
-def compile_f() -> dict:
-    torch._dynamo.reset()
-    backend.clear_memory_cache()
-    compile_log.reset()
-    out = trn_notebook.compile(f)(X)
-    torch.testing.assert_close(out, f(X))
-    return compile_log.snapshot()[0]
 
 
 @pytest.fixture

@@ -19,27 +19,10 @@ import stat
 from pathlib import Path
 
 import pytest
-import torch
 
-import trn_notebook
-from trn_notebook.compiler import backend, cache, compile_log, trust
+from tests.security.probe import compile_f
+from trn_notebook.compiler import cache, trust
 from trn_notebook.compiler.config import override
-
-X = torch.arange(4.0)
-
-
-def f(x: torch.Tensor) -> torch.Tensor:
-    return 3 * x + 1
-
-
-def compile_f() -> dict:
-    """Compile ``f`` afresh (memory cache cleared, so the disk is consulted) and check it against CPU."""
-    torch._dynamo.reset()
-    backend.clear_memory_cache()
-    compile_log.reset()
-    out = trn_notebook.compile(f)(X)
-    torch.testing.assert_close(out, f(X))
-    return compile_log.snapshot()[0]
 
 
 def plant(d: Path, key: str, record: dict, text: str) -> None:

@@ -19,27 +19,11 @@ import time
 from pathlib import Path
 
 import pytest
-import torch
 
-import trn_notebook
-from trn_notebook.compiler import backend, cache, compile_log
+from tests.security.probe import compile_f
+from trn_notebook.compiler import backend, cache
 from trn_notebook.compiler.ir import IRError
 from trn_notebook.compiler.text import MAX_DEPTH, parse_graph
-
-X = torch.arange(4.0)
-
-
-def f(x: torch.Tensor) -> torch.Tensor:
-    return 3 * x + 1
-
-
-def compile_f() -> dict:
-    torch._dynamo.reset()
-    backend.clear_memory_cache()
-    compile_log.reset()
-    out = trn_notebook.compile(f)(X)
-    torch.testing.assert_close(out, f(X))
-    return compile_log.snapshot()[0]
 
 
 def resign(d: Path, key: str, text: str) -> None:
