@@ -174,7 +174,8 @@ def test_dashboard_renders_figures_and_tuner_applies_policy(lab: tuple[str, Path
             # Placement tab (shown first): the fallback share and a fallback row coloured as one.
             placement = page.locator(".trn-placement").first
             expect(placement.locator(".trn-summary")).to_have_text(
-                f"{fig['fallback_pct']:.1f}% of modeled device time spent in fallbacks", timeout=30_000
+                re.compile(re.escape(f"{fig['fallback_pct']:.1f}% of modeled time spent in CPU fallbacks")),
+                timeout=30_000,
             )
             sort_row = placement.locator('tr[data-op="sort"]')
             expect(sort_row).to_have_class(re.compile("trn-cat-cpu_fallback"))

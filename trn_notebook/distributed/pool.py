@@ -328,7 +328,22 @@ class RankPool:
             results[rank] = payload
 
     def close(self) -> None:
-        """Stop every worker (ask, then SIGTERM, then SIGKILL) and reap them; idempotent."""
+        """Stop every worker (ask, then SIGTERM, then SIGKILL) and reap them; idempotent.
+
+        A second ``KeyboardInterrupt`` while stopping (a user pressing interrupt again) does not leave
+        workers behind: stopping finishes first, then the interrupt is re-raised.
+        """
+        pending: KeyboardInterrupt | None = None
+        while True:
+            try:
+                self._stop_workers()
+                break
+            except KeyboardInterrupt as exc:
+                pending = exc
+        if pending is not None:
+            raise pending
+
+    def _stop_workers(self) -> None:
         for conn in self.conns:
             try:
                 conn.send(("stop",))
