@@ -68,6 +68,8 @@ def test_cell_on_two_ranks_streams_output_returns_frame_and_trace_then_interrupt
         while not stop.wait(1.5):
             os.kill(os.getpid(), signal.SIGINT)
 
+    # As in a kernel, an interrupt raises KeyboardInterrupt (an earlier test may have left another handler).
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     presser = threading.Thread(target=interrupt, daemon=True)
     presser.start()
     try:
@@ -76,6 +78,7 @@ def test_cell_on_two_ranks_streams_output_returns_frame_and_trace_then_interrupt
     finally:
         stop.set()
         presser.join()
+        signal.signal(signal.SIGINT, previous)
     assert not any(_alive(p) for p in pids)
     assert rank_pool._pools == {}
 
