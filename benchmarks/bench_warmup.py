@@ -11,7 +11,8 @@ For nn.TransformerEncoderLayer(d=256, 4 heads, ffn 1024), batch 4, lengths bucke
    target: same graphs, same time within ±10% (medians of interleaved repeats);
 3. a timed loop of 50 requests of random lengths after the warm-up: compiles in it (target 0).
 
-Prints medians and spread of each, the ratio warm-up / lazy, and the machine load (``uptime``).
+Prints medians and spread of each (wall and process CPU time, which a loaded machine disturbs less), in
+ABBA order so neither side always runs second, the ratio warm-up / lazy, and the machine load (``uptime``).
 Run: ``python benchmarks/bench_warmup.py`` (single intra-op thread for stable numbers).
 """
 
@@ -46,19 +47,19 @@ def fresh_runner() -> object:
     return bucketed(run, dims={"src": 1}, policy=POLICY)
 
 
-def lazy() -> tuple[float, int]:
+def lazy() -> tuple[float, float, int]:
     runner = fresh_runner()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for b in runner.policy.buckets():
         runner(torch.randn(BATCH, b, D, device="neuron"))
-    return time.perf_counter() - t0, len(compile_log.snapshot())
+    return time.perf_counter() - t0, time.process_time() - c0, len(compile_log.snapshot())
 
 
-def warm() -> tuple[float, int, object]:
+def warm() -> tuple[float, float, int, object]:
     runner = fresh_runner()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     summary = runner.warmup(torch.randn(BATCH, 16, D, device="neuron"), progress=False)
-    return time.perf_counter() - t0, summary.graphs, runner
+    return time.perf_counter() - t0, time.process_time() - c0, summary.graphs, runner
 
 
 def spread(xs: list[float]) -> str:
@@ -68,18 +69,23 @@ def spread(xs: list[float]) -> str:
 def main() -> None:
     torch.set_num_threads(1)
     load = os.popen("uptime").read().strip()
-    lazy_s, warm_s, graphs = [], [], set()
+    lazy_s, warm_s, lazy_cpu, warm_cpu, graphs = [], [], [], [], set()
     runner = None
     lazy()  # imports and first-use costs paid by neither measured side
-    for _ in range(REPEATS):
-        with override(cache_dir=tempfile.mkdtemp(prefix="trn-bench-lazy-")):
-            t, n = lazy()
-            lazy_s.append(t)
-            graphs.add(("lazy", n))
-        with override(cache_dir=tempfile.mkdtemp(prefix="trn-bench-warm-")):
-            t, n, runner = warm()
-            warm_s.append(t)
-            graphs.add(("warm-up", n))
+    for i in range(REPEATS * 2):
+        # ABBA order: whichever side runs second in a pair pays for the first one's garbage, so alternate
+        if (i % 2 == 0) == (i // 2 % 2 == 0):
+            with override(cache_dir=tempfile.mkdtemp(prefix="trn-bench-lazy-")):
+                t, c, n = lazy()
+                lazy_s.append(t)
+                lazy_cpu.append(c)
+                graphs.add(("lazy", n))
+        else:
+            with override(cache_dir=tempfile.mkdtemp(prefix="trn-bench-warm-")):
+                t, c, n, runner = warm()
+                warm_s.append(t)
+                warm_cpu.append(c)
+                graphs.add(("warm-up", n))
     before = len(compile_log.snapshot())
     rng = random.Random(0)
     t0 = time.perf_counter()
@@ -88,11 +94,12 @@ def main() -> None:
     loop_s = time.perf_counter() - t0
     compiles = len(compile_log.snapshot()) - before
     ratio = statistics.median(warm_s) / statistics.median(lazy_s)
-    print(f"machine load: {load}")
-    print(f"lazy (first call per bucket): {spread(lazy_s)}")
-    print(f"warm-up():                    {spread(warm_s)}")
+    cpu_ratio = statistics.median(warm_cpu) / statistics.median(lazy_cpu)
+    print(f"machine load: {load} -> {os.popen('uptime').read().strip()}")
+    print(f"lazy (first call per bucket): wall {spread(lazy_s)}; process CPU {spread(lazy_cpu)}")
+    print(f"warm-up():                    wall {spread(warm_s)}; process CPU {spread(warm_cpu)}")
     print(f"graphs: {sorted(graphs)} (target: same count)")
-    print(f"warm-up / lazy = {ratio:.2f}x (target 0.90-1.10)")
+    print(f"warm-up / lazy = {ratio:.2f}x wall, {cpu_ratio:.2f}x process CPU (target 0.90-1.10)")
     print(f"timed loop after warm-up: 50 requests in {loop_s:.2f} s, {compiles} compiles (target 0)")
 
 
