@@ -52,3 +52,12 @@ def test_static_cache_decoding_is_one_graph_reported_and_cached():
     _generate(dev2, prompts[0].to("neuron"), 4, **static)
     again = compile_log.snapshot()[1:]
     assert [r["cache_result"] for r in again] == ["memory hit"], [r["graph_id"] for r in again]
+
+    from trn_notebook.compiler import backend
+
+    torch._dynamo.reset()
+    backend.clear_memory_cache()  # a new kernel: only the disk cache is left, and it is reused
+    dev3 = copy.deepcopy(cpu).to("neuron")
+    got = _generate(dev3, prompts[1].to("neuron"), 6, **static)
+    assert torch.equal(got, _generate(cpu, prompts[1], 6))
+    assert compile_log.snapshot()[-1]["cache_result"] == "disk hit", compile_log.snapshot()[-1]

@@ -168,13 +168,12 @@ def legalize_dtypes(g: Graph) -> Graph:
                         a = Ref(w)
                 widened.append(a)
             args = tuple(widened)
-        nodes.append(
-            n.with_(
-                args=tuple(narrow_const(a) for a in args),
-                kwargs=tuple((k, narrow_const(map_refs(v, fix))) for k, v in n.kwargs),
-                types=tuple(_narrow(t) for t in n.types),
-            )
-        )
+        kwargs = tuple((k, narrow_const(map_refs(v, fix))) for k, v in n.kwargs)
+        narrowed = tuple(_narrow(t) for t in n.types)
+        if _infers_dtype(n, kwargs) and narrowed[0] is not None and narrowed[0] != n.types[0]:
+            # arange(5) / full(s, 1) pick int64 from their Python arguments: say the 32-bit dtype the IR declares
+            kwargs = (*kwargs, ("dtype", DType(narrowed[0].dtype)))
+        nodes.append(n.with_(args=tuple(narrow_const(a) for a in args), kwargs=kwargs, types=narrowed))
     outputs: list[Ref | None] = []
     for o in g.outputs:
         if o is None:
@@ -189,6 +188,14 @@ def legalize_dtypes(g: Graph) -> Graph:
         outputs.append(src)
     meta = (*g.meta, ("downcast", ",".join(f"{n}:{t.dtype}" for n, t in wide) or "internal"))
     return Graph(g.name, g.inputs, tuple(nodes), tuple(outputs), meta)
+
+
+def _infers_dtype(n: Node, kwargs: tuple[tuple[str, Any], ...]) -> bool:
+    """A factory with no tensor argument and no ``dtype``: its dtype comes from its Python arguments."""
+    d = OPS.get(n.op)
+    if d is None or d.kind != "factory" or any(k == "dtype" for k, _ in kwargs):
+        return False
+    return not any(isinstance(a, Ref) for a in n.args)
 
 
 def _orig(name: str, rename: dict[str, str]) -> str:
