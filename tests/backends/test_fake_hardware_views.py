@@ -81,6 +81,7 @@ out["compiled_by_torchneuronx"] = len(torch_neuronx.compiled_graphs)
 from trn_notebook import compiler
 out["simulator_compile_log"] = len(compiler.compile_log.snapshot())
 cell("profile", "profile", "w = x.cos()\n")
+cell("ranks", "ranks 2", "v = 1\n")
 line("report", "report")
 line("dashboard", "dashboard")
 
@@ -196,7 +197,7 @@ def test_cells_run_on_torchneuron_and_say_what_is_not_measured(rendered):
 
 @pytest.mark.slow
 def test_simulator_only_views_say_so(rendered):
-    for key in ("shapes", "explain", "profile", "memory_snapshot"):
+    for key in ("shapes", "explain", "profile", "ranks", "memory_snapshot"):
         assert "simulator-only" in rendered[key] and LIVE in rendered[key], key
     assert "n/a on hardware" in rendered["snapshot_note"] and "n/a on hardware" in rendered["w_snapshot"]
     assert "port-check" in rendered["port_check"] or "ready" in rendered["port_check"]

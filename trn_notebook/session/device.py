@@ -52,7 +52,7 @@ def device_card() -> Card:
         f"default device: {device}",
         [
             ("device", f"{device} ({chip.long_name} NeuronCore)"),
-            ("live backend", f"{backend.name} (no Trainium hardware in this process)"),
+            ("live backend", f"{backend.name} (trn-notebook {_version()}; no Trainium hardware in this process)"),
             ("chip", f"{chip.name}: {chip.physical_cores} physical cores, {chip.logical_cores} logical cores"),
             ("HBM", f"{fmt_bytes(capacity)} per device ({fmt_bytes(chip.hbm_bytes)} per chip)"),
             ("host memory", _host_row()),
@@ -65,6 +65,12 @@ def device_card() -> Card:
             RNG_NOTE,
         ],
     )
+
+
+def _version() -> str:
+    from .. import __version__
+
+    return str(__version__)
 
 
 def _hardware_card(device: str, backend: backends.Backend) -> Card:
