@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import backends
-from .backends.base import NOT_MEASURED
+from .backends.base import NOT_MEASURED, shown
 from .device.allocator import allocator_timeline_columns
 from .device.clocks import clocks
 from .device.placement import PlacementEntry, PlacementSnapshot, placement_log
@@ -51,10 +51,7 @@ def op_table(snapshot: Mapping[str, PlacementEntry] | None = None) -> pd.DataFra
 
     from .device.placement import COLUMNS
 
-    rows = [
-        [op.removeprefix("aten::")] + [NOT_MEASURED if v is None else v for v in row.values()]
-        for op, row in backend.placement().items()
-    ]
+    rows = [[op.removeprefix("aten::")] + [shown(v) for v in row.values()] for op, row in backend.placement().items()]
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
 
@@ -67,17 +64,10 @@ def placement_summary(snapshot: Mapping[str, PlacementEntry] | None = None) -> d
     """
     backend = backends.current()
     if snapshot is None and not backend.is_simulator:
-        calls_hw: dict[str, int | str] = {"native": 0, "cpu_fallback": 0}
-        ops_hw = dict.fromkeys(calls_hw, 0)
-        for row in backend.placement().values():
-            known = calls_hw.get(row["category"], 0)
-            calls_hw[row["category"]] = (
-                NOT_MEASURED if row["calls"] is None or known == NOT_MEASURED else known + row["calls"]
-            )  # type: ignore[operator]
-            ops_hw[row["category"]] = ops_hw.get(row["category"], 0) + 1
+        placement = backend.placement()
         return {
-            "calls": calls_hw,
-            "ops": ops_hw,
+            "calls": placement.calls_by_category,
+            "ops": placement.ops_by_category,
             "device_s": NOT_MEASURED,
             "modeled_s": NOT_MEASURED,
             "fallback_s": NOT_MEASURED,
@@ -139,8 +129,7 @@ def memory_timeline() -> pd.DataFrame:
     )
     import pandas as pd
 
-    with allocator.lock:
-        rows = list(allocator.timeline)
+    rows = list(backends.current().memory_snapshot().timeline)
     return pd.DataFrame(rows, columns=allocator_timeline_columns())
 
 

@@ -3,35 +3,26 @@
 :func:`status_payload` is what the JupyterLab status bar shows (``StatusPayload`` in
 ``trn_notebook.magics.status_comm``); :func:`state_snapshot` is the same figures kept up to date
 cheaply after every cell (it recomputes only when a version counter moved), for widgets;
-:func:`status` is the ``%trn status`` card. Everything here only reads the single sources of truth
-(placement log, allocator, compile log); nothing is counted here.
+:func:`status` is the ``%trn status`` card. Everything is read through the live backend
+(:func:`trn_notebook.backends.current`: the simulator, or TorchNeuron on a Trn2, where figures it does
+not measure read "n/a"); nothing is counted here beyond the compile records' cache results.
 """
 
 from __future__ import annotations
 
-import sys
+from collections.abc import Hashable
 from typing import Any
 
 import torch
 
+from . import backends
+from .backends.base import NA
 from .device.config import get_config
-from .device.placement import CATEGORY, placement_log
-from .device.runtime import allocator, get_chip
+from .device.runtime import get_chip
 from .results import Card, fmt_bytes
 
 _last_key: tuple[Any, ...] | None = None
 _last_snapshot: dict[str, Any] | None = None
-
-
-def _compile_log() -> Any | None:
-    """The compiler's compile log if the compiler was imported (no compile happened otherwise)."""
-    compiler = sys.modules.get("trn_notebook.compiler")
-    return getattr(compiler, "compile_log", None) if compiler is not None else None
-
-
-def _compile_entries() -> list[dict[str, Any]]:
-    log = _compile_log()
-    return list(log.snapshot()) if log is not None else []
 
 
 def current_device() -> str:
@@ -48,32 +39,43 @@ def current_device() -> str:
     return str(dev)
 
 
-def _cache_counts(entries: list[dict[str, Any]]) -> tuple[int, int]:
-    hits = sum(1 for e in entries if str(e.get("cache_result", "")).endswith("hit"))
-    misses = sum(1 for e in entries if e.get("cache_result") == "miss")
-    return hits, misses
+def cache_counts(records: list[Any], *, simulator: bool = True) -> tuple[int | str, int | str]:
+    """Compile-cache hits and misses of the compile records; NA on hardware when the records carry no cache
+    result (TorchNeuron's dynamo metrics do not say whether the NEFF cache hit)."""
+    results = [r.get("cache_result") for r in records]
+    if not simulator and (not results or any(v is None for v in results)):
+        return NA, NA
+    hits = sum(1 for v in results if str(v).endswith("hit"))
+    return hits, sum(1 for v in results if v == "miss")
+
+
+def chip_label(backend: backends.Backend | None = None) -> str:
+    """``trn2`` (the simulator's chip model) or the hardware device's name (``Trainium2``)."""
+    backend = backends.current() if backend is None else backend
+    if backend.is_simulator:
+        return get_chip().name
+    return str(backend.device_properties().get("name", NA))
 
 
 def status_payload() -> dict[str, Any]:
     """The ``StatusPayload`` dict: device label, chip, memory, compile-cache hits/misses, fallback ops."""
+    backend = backends.current()
     device = current_device()
-    chip = get_chip().name
-    entries = _compile_entries()
-    hits, misses = _cache_counts(entries)
-    snap = placement_log.snapshot()
-    with allocator.lock:
-        allocated, capacity = allocator.counters.allocated, allocator.capacity
+    chip = chip_label(backend)
+    hits, misses = cache_counts(backend.compile_records(), simulator=backend.is_simulator)
+    memory = backend.memory_snapshot()
+    suffix = "(sim)" if backend.is_simulator else "(TorchNeuron)"
     payload: dict[str, Any] = {
         "type": "status",
         "loaded": True,
         "device": device,
-        "label": f"{device} {chip} (sim)" if device.startswith("neuron") else device,
+        "label": f"{device} {chip} {suffix}" if device.startswith("neuron") else device,
         "chip": chip,
-        "memory_allocated": int(allocated),
-        "memory_capacity": int(capacity),
+        "memory_allocated": int(memory.counters.allocated),
+        "memory_capacity": int(memory.capacity),
         "cache_hits": hits,
         "cache_misses": misses,
-        "fallback_ops": sum(1 for e in snap.values() if e[CATEGORY] == "cpu_fallback"),
+        "fallback_ops": len(backend.placement().fallback_ops),
     }
     payload["text"], payload["title"] = status_strings(payload)
     return payload
@@ -81,14 +83,18 @@ def status_payload() -> dict[str, Any]:
 
 def status_strings(p: dict[str, Any]) -> tuple[str, str]:
     """The status bar's line and tooltip for payload ``p``, formatted here (the extension formats nothing)."""
-    memory = f"{fmt_bytes(p['memory_allocated'])} / {fmt_bytes(p['memory_capacity'])}"
+    capacity = fmt_bytes(p["memory_capacity"]) if p["memory_capacity"] else NA
+    memory = f"{fmt_bytes(p['memory_allocated'])} / {capacity}"
     hits, misses, fallbacks = p["cache_hits"], p["cache_misses"], p["fallback_ops"]
-    text = f"{p['label']} · {memory} · cache {hits} hit {misses} miss · fallback {fallbacks}"
+    cache = f"cache {hits} hit {misses} miss" if hits != NA else f"cache {NA}"
+    text = f"{p['label']} · {memory} · {cache} · fallback {fallbacks}"
     title = "\n".join(
         [
             f"trn-notebook device: {p['label']}",
             f"memory allocated: {memory}",
-            f"compile cache: {hits} hits, {misses} misses (a miss is one compiled graph)",
+            f"compile cache: {hits} hits, {misses} misses (a miss is one compiled graph)"
+            if hits != NA
+            else f"compile cache: hits and misses {NA} (the live backend's compile records carry no cache result)",
             f"ops that fell back to CPU: {fallbacks} (random numbers, drawn on the host by design, included)",
             "click to run %trn dashboard",
         ]
@@ -96,57 +102,58 @@ def status_strings(p: dict[str, Any]) -> tuple[str, str]:
     return text, title
 
 
-def _state_key() -> tuple[Any, ...]:
-    c = allocator.counters
-    log = _compile_log()
-    # The compile log's version counter moves on every new record and every run count update.
-    n_compiles = -1 if log is None else getattr(getattr(log, "compile_log", log), "version", None)
-    if n_compiles is None:
-        n_compiles = len(log.snapshot())  # type: ignore[union-attr]
-    return (
-        placement_log.version,
-        c.num_allocs,
-        c.num_frees,
-        c.reserved,
-        allocator.capacity,
-        n_compiles,
-        get_chip(),
-        torch.get_default_device(),
-        get_config(),
-    )
+def _state_key() -> tuple[Any, ...] | None:
+    """Version counters of everything the payload reads; None when the backend has none (re-read)."""
+    backend = backends.current()
+    versions: list[Hashable | None] = [
+        backend.placement_version(), backend.memory_version(), backend.compile_version(),
+    ]  # fmt: skip
+    if any(v is None for v in versions):
+        return None
+    return (*versions, get_chip(), torch.get_default_device(), get_config())
 
 
 def state_snapshot(*, force: bool = False) -> tuple[dict[str, Any], bool]:
     """The latest :func:`status_payload` and whether it changed since the previous call.
 
     Cheap when nothing changed: it compares version counters (placement log, allocator, compile
-    log, chip, default device, config) and recomputes only if one moved.
+    log, chip, default device, config) and recomputes only if one moved. A backend without version
+    counters (TorchNeuron) is re-read and compared by value.
     """
     global _last_key, _last_snapshot
     key = _state_key()
-    if not force and key == _last_key and _last_snapshot is not None:
+    if not force and key is not None and key == _last_key and _last_snapshot is not None:
         return _last_snapshot, False
-    _last_key, _last_snapshot = key, status_payload()
+    payload = status_payload()
+    if key is None and not force and payload == _last_snapshot and _last_snapshot is not None:
+        return _last_snapshot, False
+    _last_key, _last_snapshot = key, payload
     return _last_snapshot, True
 
 
 def status() -> Card:
     """The ``%trn status`` card: device, memory, compile cache and fallbacks in one place."""
+    backend = backends.current()
     p = status_payload()
-    cfg = get_config()
-    modes = [name for name, on in (("launch blocking", cfg.launch_blocking), ("eager fusion", cfg.eager_fusion)) if on]
-    if cfg.strict:
-        modes.append("strict (fallbacks raise)")
-    with allocator.lock:
-        peak = allocator.counters.peak_allocated
-    pct = 100.0 * p["memory_allocated"] / p["memory_capacity"] if p["memory_capacity"] else 0.0
+    memory = backend.memory_snapshot()
+    if backend.is_simulator:
+        cfg = get_config()
+        modes = [n for n, on in (("launch blocking", cfg.launch_blocking), ("eager fusion", cfg.eager_fusion)) if on]
+        if cfg.strict:
+            modes.append("strict (fallbacks raise)")
+        mode = ", ".join(modes) if modes else "default (async, no eager fusion)"
+    else:
+        mode = f"{backend.name} (simulator modes n/a)"
+    capacity = p["memory_capacity"]
+    pct = f" ({100.0 * p['memory_allocated'] / capacity:.1f}%)" if capacity else ""
     return Card(
         "trn status",
         [
             ("device", p["label"]),
-            ("mode", ", ".join(modes) if modes else "default (async, no eager fusion)"),
-            ("memory", f"{fmt_bytes(p['memory_allocated'])} of {fmt_bytes(p['memory_capacity'])} ({pct:.1f}%)"),
-            ("peak allocated", fmt_bytes(peak)),
+            ("backend", backend.name),
+            ("mode", mode),
+            ("memory", f"{fmt_bytes(p['memory_allocated'])} of {fmt_bytes(capacity) if capacity else NA}{pct}"),
+            ("peak allocated", fmt_bytes(memory.counters.peak_allocated)),
             ("compile cache", f"{p['cache_hits']} hits, {p['cache_misses']} misses"),
             ("fallback ops", f"{p['fallback_ops']} (see %trn ops)"),
         ],

@@ -27,13 +27,22 @@ def our_dist_info(tmp: Path) -> Path:
     return info.parent
 
 
-def run(code: str, tmp: Path, *, fake: bool, fake_first: bool = True, timeout: int = 300) -> str:
-    """Run ``code`` in a fresh interpreter; returns stdout, raises AssertionError with stderr on failure."""
+def environment(tmp: Path, *, fake: bool, fake_first: bool = True, device: bool = False) -> dict[str, str]:
+    """The environment of a subprocess (or kernel) that sees this checkout and, if ``fake``, the stand-in
+    torch_neuronx; ``device=True`` gives that stand-in a ``neuron`` device (FAKE_NEURONX_DEVICE=1)."""
     paths = [str(ROOT), str(our_dist_info(tmp))]
     if fake:
         paths.insert(1 if fake_first else 2, str(FAKE))
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "FAKE_NEURONX_DEVICE")}
     env.update(PYTHONPATH=os.pathsep.join(paths), OMP_NUM_THREADS="1", TORCH_NEURONX_NEFF_CACHE_DIR=str(tmp / "neff"))
+    if device:
+        env["FAKE_NEURONX_DEVICE"] = "1"
+    return env
+
+
+def run(code: str, tmp: Path, *, fake: bool, fake_first: bool = True, device: bool = False, timeout: int = 300) -> str:
+    """Run ``code`` in a fresh interpreter; returns stdout, raises AssertionError with stderr on failure."""
+    env = environment(tmp, fake=fake, fake_first=fake_first, device=device)
     r = subprocess.run([sys.executable, "-c", code], cwd=tmp, env=env, capture_output=True, text=True, timeout=timeout)
     assert r.returncode == 0, f"stdout:\n{r.stdout}\nstderr:\n{r.stderr}"
     return r.stdout

@@ -171,6 +171,11 @@ class MemorySnapshot:
         """Reserved bytes not in live blocks (what ``empty_cache`` could release at most)."""
         return self.counters.reserved - self.counters.allocated
 
+    @property
+    def live_segments(self) -> int:
+        """Segments currently reserved (created minus released)."""
+        return self.counters.num_segments - self.counters.num_segment_frees
+
 
 class CachingAllocator:
     """Accounting of device memory with CUDA-style caching; thread-safe (autograd runs backward on a worker)."""

@@ -19,6 +19,7 @@ from ..profiling import profile
 from ..profiling.run import NO_DEVICE_MESSAGE
 from ..results import Message
 from .hooks import current_cell_number
+from .render import simulator_only
 
 
 def add_arguments(p: argparse.ArgumentParser, positive: Any, nonnegative: Any) -> None:
@@ -32,6 +33,12 @@ def add_arguments(p: argparse.ArgumentParser, positive: Any, nonnegative: Any) -
 
 def cmd_profile(self: Any, args: argparse.Namespace, cell: str) -> Any:
     """Run the cell under the profiler and display the timeline and the summary."""
+    refused = simulator_only(
+        "%%trn profile (modeled device lanes)",
+        "torch.profiler.profile(activities=[CPU, PrivateUse1]) around the code, viewed in the Neuron profiler",
+    )
+    if refused is not None:
+        return refused
     shell = self.shell
     count = current_cell_number(shell)
     source = shell.transform_cell(f"# %%trn {args.line}\n{cell}")

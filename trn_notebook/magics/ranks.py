@@ -19,6 +19,7 @@ from typing import Any
 from IPython.core.error import UsageError
 
 from ..distributed import pool as rank_pool
+from .render import simulator_only
 
 USAGE = "%%trn ranks N [--timeout SECONDS] [--trace PATH] [--collect VAR,VAR] [--restart]   |   %trn ranks stop"
 
@@ -58,6 +59,12 @@ def ranks_magic(line: str, cell: str | None) -> Any:
         )
     if args.timeout is not None and args.timeout <= 0:
         raise UsageError(f"%%trn ranks: --timeout must be > 0 seconds\ncorrect form: {USAGE}")
+    refused = simulator_only(
+        "%%trn ranks (simulated ranks with modeled collectives)",
+        "torchrun --nproc-per-node N script.py with dist.init_process_group('neuron'), one NeuronCore per process",
+    )
+    if refused is not None:
+        return refused
     collect = tuple(name.strip() for name in args.collect.split(",") if name.strip())
     bad = [name for name in collect if not name.isidentifier()]
     if bad:

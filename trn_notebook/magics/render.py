@@ -34,12 +34,22 @@ def widget(widget_name: str, fallback: Result, **kwargs: Any) -> Any:
         return fallback
 
 
+def simulator_only(what: str, instead: str) -> Message | None:
+    """On hardware, the message that ``what`` is simulator-only and what to use instead; None on the simulator."""
+    from .. import backends
+
+    backend = backends.current()
+    if backend.is_simulator:
+        return None
+    return Message(f"{what} is simulator-only (n/a with {backend.name}). On hardware: {instead}", "warning")
+
+
 def render_ops(result: Result, *, reset: bool) -> Any:
     """The placement view; the table when the log was just reset (the cleared rows stay visible) or is
     longer than :data:`WIDGET_MAX_OPS` ops (the table shows the top ops and stays within 50 ms)."""
-    from ..device.placement import placement_log
+    from .. import backends
 
-    if reset or len(placement_log.entries) > WIDGET_MAX_OPS:
+    if reset or len(backends.current().placement()) > WIDGET_MAX_OPS:
         return result
     return widget("PlacementView", result)
 

@@ -44,12 +44,12 @@ class StatusPayload(TypedDict):
     type: Literal["status"]
     loaded: Literal[True]
     device: str  # "neuron:0" or "cpu"
-    label: str  # "neuron:0 trn2 (sim)" or "cpu"
-    chip: str  # "trn2"
+    label: str  # "neuron:0 trn2 (sim)", "neuron:0 Trainium2 (TorchNeuron)" or "cpu"
+    chip: str  # "trn2" (the simulator's chip model) or the hardware device's name
     memory_allocated: int  # bytes
-    memory_capacity: int  # bytes
-    cache_hits: int
-    cache_misses: int
+    memory_capacity: int  # bytes (0: not reported)
+    cache_hits: int | str  # "n/a" on hardware: TorchNeuron's metrics do not say whether the NEFF cache hit
+    cache_misses: int | str
     fallback_ops: int
     text: str  # the status-bar line, formatted by the kernel (trn_notebook.presentation)
     title: str  # its tooltip, formatted by the kernel

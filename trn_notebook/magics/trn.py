@@ -13,14 +13,17 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.display import display
 
-from .. import session
+from .. import backends, session
+from ..backends import SimulatorOnlyError
 from ..results import Message, Preformatted
 from ..session.compiled import CellInputError, default_name
+from ..session.device import DeviceUnavailableError
 from ..status import status
 from . import render
 from .hooks import current_cell_number, describe_source
 from .parser import HelpRequested, help_text, parse
 from .profile import cmd_profile, memory_snapshot
+from .render import simulator_only
 
 
 def _numbered_from_line_2(line: str, cell: str) -> str:
@@ -66,6 +69,8 @@ class TrnMagics(Magics):
             raise UsageError(
                 f"%trn device: {exc}\ncorrect form: %trn device neuron [--chip trn2|trn3] [--cores N]"
             ) from None
+        except (SimulatorOnlyError, DeviceUnavailableError) as exc:
+            raise UsageError(f"%trn device: {exc}") from None
 
     def _cmd_eager(self, args: argparse.Namespace, cell: str) -> None:
         count = current_cell_number(self.shell)
@@ -176,7 +181,12 @@ class TrnMagics(Magics):
 
     def _cmd_memory(self, args: argparse.Namespace, cell: str | None) -> Any:
         if args.snapshot:
-            return memory_snapshot()
+            return (
+                simulator_only(
+                    "%trn memory --snapshot", "torch.neuron.memory_stats(), or the Neuron profiler's memory view"
+                )
+                or memory_snapshot()
+            )
         return render.render_memory(session.memory(reset_peak=args.reset_peak, empty_cache=args.empty_cache))
 
     def _cmd_cache(self, args: argparse.Namespace, cell: str | None) -> Any:
@@ -184,6 +194,12 @@ class TrnMagics(Magics):
 
         form = "correct form: %trn cache [--clear] [--dir PATH] [--export BUNDLE] [--import BUNDLE --trust]"
         if args.export or args.import_:
+            refused = simulator_only(
+                "%trn cache --export/--import (trn_notebook compile-cache bundles)",
+                "copy TORCH_NEURONX_NEFF_CACHE_DIR between instances that run the same versions",
+            )
+            if refused is not None:
+                return refused
             if args.export and args.import_:
                 raise UsageError(f"%trn cache: --export and --import are separate steps; give one\n{form}")
             try:
@@ -200,6 +216,12 @@ class TrnMagics(Magics):
             raise UsageError(f"%trn cache: {exc}\n{form}") from None
 
     def _cmd_shapes(self, args: argparse.Namespace, cell: str | None) -> Any:
+        refused = simulator_only(
+            "%trn shapes (the simulator compiler's shape log and bucket tuner)",
+            "torch._dynamo's recompile reasons (TORCH_LOGS=recompiles) show one graph per new input shape",
+        )
+        if refused is not None:
+            return refused
         try:
             result = session.shapes(args.name)
             return render.render_shapes(result, session.views.shape_key(args.name) if args.name else None)
@@ -207,6 +229,12 @@ class TrnMagics(Magics):
             raise UsageError(f"%trn shapes: {exc}\ncorrect form: %trn shapes [NAME]") from None
 
     def _cmd_explain(self, args: argparse.Namespace, cell: str | None) -> Any:
+        refused = simulator_only(
+            "%trn explain (the simulator compiler's stages)",
+            "TORCH_NEURONX_DEBUG_DIR=DIR + TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS=1 write every stage to DIR",
+        )
+        if refused is not None:
+            return refused
         cells = session.compiled_cells()
         if args.name is None:
             if not cells:
@@ -241,6 +269,10 @@ class TrnMagics(Magics):
 
         reset(compiled=not args.keep_compiled)
         kept = "compiled graphs kept in memory" if args.keep_compiled else "compiled graphs dropped from memory"
+        backend = backends.current()
+        if not backend.is_simulator:
+            done = ", ".join(backend.reset_tracking())
+            return Message(f"reset ({backend.name}): {done} cleared; {kept}")
         return Message(f"reset: placement log, clocks, memory statistics, compile and shape logs cleared; {kept}")
 
     def _cmd_port_check(self, args: argparse.Namespace, cell: str | None) -> Any:

@@ -19,7 +19,8 @@ from typing import Any
 
 import torch
 
-from ..device.clocks import clocks
+from .. import backends
+from ..backends.base import NA, NOT_MEASURED
 from ..presentation import COMPILE_STAGE_LABELS
 from ..results import Card, Result, Table, fmt_s
 from .cellfunc import VALUE_NAME, CellFunction, rewrite_cell
@@ -71,7 +72,7 @@ class CompileReport(Result):
     reused: bool
     call_s: float
     cold_s: float
-    device_s: float
+    device_s: float | None  # None: not modeled (hardware)
     describe_source: SourceFn | None = None
     value: Any = None
     notes: list[str] = field(default_factory=list)
@@ -98,12 +99,12 @@ class CompileReport(Result):
             return "reused (in-memory hit: no new graph)"
         counts: dict[str, int] = {}
         for e in self.entries:
-            counts[str(e.get("cache_result", "?"))] = counts.get(str(e.get("cache_result", "?")), 0) + 1
+            counts[str(e.get("cache_result", NA))] = counts.get(str(e.get("cache_result", NA)), 0) + 1
         return ", ".join(f"{k} ×{v}" for k, v in counts.items())
 
     def compile_text(self) -> str:
         """Total compile time and what it was spent on (a cache hit skips lowering and passes, not tracing)."""
-        total = sum(float(e.get("compile_s", 0.0)) for e in self.entries)
+        total = sum(float(e.get("compile_s") or 0.0) for e in self.entries)
         stages: dict[str, float] = {}
         for e in self.entries:
             for k, us in (e.get("stage_us") or {}).items():
@@ -116,7 +117,8 @@ class CompileReport(Result):
     def parts(self) -> list[Result]:
         kinds: dict[str, int] = {}
         for e in self.entries:
-            kinds[str(e.get("kind", "?"))] = kinds.get(str(e.get("kind", "?")), 0) + 1
+            kind = str(e.get("kind", e.get("graph_name", NA)))
+            kinds[kind] = kinds.get(kind, 0) + 1
         graphs = ", ".join(f"{v} {k}" for k, v in kinds.items()) if kinds else "none (reused)"
         timing = (
             f"warm {fmt_s(self.call_s)} (this run) · cold {fmt_s(self.cold_s)} (first run, compile + run)"
@@ -130,7 +132,7 @@ class CompileReport(Result):
             ("graphs captured", graphs),
             ("cache", self.cache_result),
             ("time", timing),
-            ("modeled device time", fmt_s(self.device_s)),
+            ("modeled device time", NOT_MEASURED if self.device_s is None else fmt_s(self.device_s)),
         ]
         if self.entries:
             fields.insert(4, ("compile time", self.compile_text()))
@@ -184,10 +186,8 @@ def _record_key(record: dict[str, Any]) -> tuple[Any, ...]:
     return (record.get("graph_id"), record.get("kind"), record.get("timestamp"))
 
 
-def _compile_records() -> list[Any]:  # list[CompileRecord]; read as mappings
-    from ..compiler import compile_log
-
-    return compile_log.snapshot()
+def _compile_records() -> list[Any]:  # the live backend's records (CompileRecord or dicts), read as mappings
+    return backends.current().compile_records()
 
 
 def _cell_lines(exc: BaseException, filename: str, describe_source: SourceFn | None) -> BaseException:
@@ -210,6 +210,19 @@ def _build(
 
     raw = cell.make(namespace)
     raw.__name__ = raw.__qualname__ = name
+    if not backends.current().is_simulator:  # TorchNeuron's compiler: backend="neuron" resolves to it
+        if buckets is not None:
+            raise CellInputError(
+                "--buckets is simulator-only (trn_notebook.bucketed); on hardware pad the inputs to fixed bucket "
+                "lengths yourself, then compile"
+            )
+        try:
+            compiled: Callable[..., Any] = torch.compile(
+                raw, backend="neuron", fullgraph=fullgraph, mode=mode, options=options or None, dynamic=False
+            )
+        except (TypeError, ValueError, RuntimeError) as exc:  # e.g. both --mode and --option
+            raise CellInputError(str(exc)) from None
+        return compiled
     try:
         if buckets is not None:  # the bucketed wrapper compiles the function itself, one graph per bucket
             if fullgraph or mode or options:
@@ -265,7 +278,7 @@ def compile_cell(
     fresh = entry is None
     fn = entry.fn if entry is not None else _build(cell, namespace, name, fullgraph, mode, options, policy, bucket_dims)
     seen = {_record_key(r) for r in _compile_records()}
-    device_before = clocks.snapshot()["sim_device_s"]
+    device_before = backends.current().device_time_s()
     if on_progress is not None:
         compiler.progress.add_listener(on_progress)
     try:
@@ -297,11 +310,17 @@ def compile_cell(
         reused=not fresh and not entries,
         call_s=call_s,
         cold_s=entry.cold_s,
-        device_s=float(clocks.snapshot()["sim_device_s"] - device_before),
+        device_s=_since(device_before),
         describe_source=describe_source,
         value=value,
         notes=_input_notes(cell.params, args),
     )
+
+
+def _since(before: float | None) -> float | None:
+    """Modeled device seconds since ``before`` (None on a backend that does not model device time)."""
+    now = backends.current().device_time_s()
+    return None if now is None or before is None else now - before
 
 
 def _input_notes(params: tuple[str, ...], args: list[Any]) -> list[str]:

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import os
+
 import torch
 
+from .. import backends
+from ..backends.base import NA
 from ..device import register
 from ..device.chips import CHIPS as CHIP_SPECS
 from ..device.config import get_config, set_config
-from ..device.runtime import allocator, get_chip, set_chip
+from ..device.runtime import get_chip, set_chip
 from ..results import Card, fmt_bytes
 from ..status import current_device
 
@@ -19,22 +23,38 @@ RNG_NOTE = (
 )
 
 
+HARDWARE_OPTIONS = (
+    "nothing to set in the notebook: the instance decides the chip and cores (NEURON_LOGICAL_NC_CONFIG), "
+    "NEURON_LAUNCH_BLOCKING=1 / TORCH_NEURONX_ENABLE_CONCATENATION=1 set before the kernel starts choose "
+    "blocking launches and eager fusion"
+)
+
+
+class DeviceUnavailableError(RuntimeError):
+    """The live hardware backend has not registered a ``neuron`` device type with torch."""
+
+
 def device_card() -> Card:
-    """A card describing the current default device (chip, cores, HBM, mode) or the CPU."""
+    """A card describing the current default device (chip, cores, HBM, mode) or the CPU, and the live backend."""
     device = current_device()
+    backend = backends.current()
     if not device.startswith("neuron"):
         return Card(
             f"default device: {device}",
-            [("device", device)],
+            [("device", device), ("live backend", backend.name)],
             ["new tensors and modules are created on the CPU; `%trn device neuron` switches to the device"],
         )
+    if not backend.is_simulator:
+        return _hardware_card(device, backend)
     chip, cfg = get_chip(), get_config()
+    capacity = backend.memory_snapshot().capacity
     return Card(
         f"default device: {device}",
         [
             ("device", f"{device} ({chip.long_name} NeuronCore)"),
+            ("live backend", f"{backend.name} (trn-notebook {_version()}; no Trainium hardware in this process)"),
             ("chip", f"{chip.name}: {chip.physical_cores} physical cores, {chip.logical_cores} logical cores"),
-            ("HBM", f"{fmt_bytes(allocator.capacity)} per device ({fmt_bytes(chip.hbm_bytes)} per chip)"),
+            ("HBM", f"{fmt_bytes(capacity)} per device ({fmt_bytes(chip.hbm_bytes)} per chip)"),
             ("host memory", _host_row()),
             ("mode", "simulator: device times are modeled by the cost model, never measured on this machine"),
             ("launch blocking", "on (every op is a sync point)" if cfg.launch_blocking else "off (asynchronous)"),
@@ -44,6 +64,33 @@ def device_card() -> Card:
             "new tensors and modules are created on neuron; `%trn device cpu` switches back",
             RNG_NOTE,
         ],
+    )
+
+
+def _version() -> str:
+    from .. import __version__
+
+    return str(__version__)
+
+
+def _hardware_card(device: str, backend: backends.Backend) -> Card:
+    """The device card on real hardware: TorchNeuron's device properties; simulator rows say n/a."""
+    props = backend.device_properties()
+    total = props.get("total_memory")
+    cores = props.get("logical_core_count", props.get("multi_processor_count", NA))
+    blocking = os.environ.get("NEURON_LAUNCH_BLOCKING") == "1"
+    return Card(
+        f"default device: {device}",
+        [
+            ("device", f"{device} ({props.get('name', NA)})"),
+            ("live backend", f"{backend.name} on Trainium hardware"),
+            ("logical cores", str(cores)),
+            ("HBM", fmt_bytes(total) if isinstance(total, int) else NA),
+            ("mode", "hardware: device times are measured (torch.profiler), not modeled; the cost model is n/a"),
+            ("launch blocking", "on (NEURON_LAUNCH_BLOCKING=1)" if blocking else "off (asynchronous)"),
+            ("chip model, capacity override", "simulator-only (n/a on hardware)"),
+        ],
+        ["new tensors and modules are created on neuron; `%trn device cpu` switches back", RNG_NOTE],
     )
 
 
@@ -81,6 +128,9 @@ def use_device(
         return device_card()
     if name != "neuron":
         raise ValueError(f"unknown device {name!r}; valid devices: neuron, cpu")
+    backend = backends.current()
+    if not backend.is_simulator:
+        return _use_hardware(backend, chip=chip, cores=cores, blocking=blocking, fusion=fusion)
     register()
     if chip is not None or cores is not None:
         set_chip(chip or get_chip().name, cores=cores)
@@ -92,4 +142,27 @@ def use_device(
     if changes:
         set_config(**changes)
     torch.set_default_device(torch.device("neuron", 0))  # with an index: get_default_device() then allocates nothing
+    return device_card()
+
+
+def _use_hardware(
+    backend: backends.Backend, *, chip: str | None, cores: int | None, blocking: bool | None, fusion: bool | None
+) -> Card:
+    """``neuron:0`` of TorchNeuron as the default device.
+
+    Raises ``SimulatorOnlyError`` for the simulator's options, :class:`DeviceUnavailableError` when torch has no
+    ``neuron`` device type.
+    """
+    options = (("chip", chip), ("cores", cores), ("blocking", blocking), ("fusion", fusion))
+    given = [f"--{n}" for n, v in options if v is not None]
+    if given:
+        backend.require_simulator(f"%trn device neuron {' '.join(given)}", HARDWARE_OPTIONS)
+    try:
+        device = torch.device("neuron", 0)
+    except RuntimeError as exc:
+        raise DeviceUnavailableError(
+            f"the live backend is {backend.name}, but torch has no 'neuron' device type ({exc}); "
+            "torch_neuronx registers it when it is imported: `import torch_neuronx`, or reinstall torch-neuronx"
+        ) from None
+    torch.set_default_device(device)
     return device_card()

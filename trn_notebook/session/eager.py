@@ -19,11 +19,13 @@ from types import TracebackType
 
 import torch
 
+from .. import backends
 from ..device.clocks import clocks
 from ..device.config import override
 from ..device.placement import PlacementEntry, PlacementSnapshot, placement_log
 from ..device.runtime import allocator
 from ..results import Card, Result, Table, fmt_bytes, fmt_s
+from .eager_hw import HardwareEagerReport, HardwareEagerWindow
 
 _window_ids = itertools.count(1)
 TOP_FALLBACKS = 10
@@ -140,17 +142,30 @@ class EagerWindow:
 
     ``fusion=True`` turns on adaptive eager fusion and ``strict=True`` makes any CPU fallback raise,
     both only inside the block; ``on_device=True`` makes ``neuron`` the default device inside it.
-    After the block, :attr:`report` holds the :class:`EagerReport` (also when the block raised).
+    After the block, :attr:`report` holds the :class:`EagerReport` (also when the block raised); on hardware a
+    :class:`~trn_notebook.session.eager_hw.HardwareEagerReport` (``SimulatorOnlyError`` for fusion/strict).
     """
 
     def __init__(
         self, label: str = "eager block", *, fusion: bool = False, strict: bool = False, on_device: bool = True
     ):
         self.label, self.fusion, self.strict, self.on_device = label, fusion, strict, on_device
-        self.report: EagerReport | None = None
+        self.report: EagerReport | HardwareEagerReport | None = None
         self._phase = f"%%trn eager #{next(_window_ids)}"
 
     def __enter__(self) -> EagerWindow:
+        backend = backends.current()
+        if not backend.is_simulator:  # TorchNeuron: placement and memory only, through the hardware window
+            if self.fusion or self.strict:
+                backend.require_simulator(
+                    "%%trn eager --fusion/--strict",
+                    "set TORCH_NEURONX_ENABLE_CONCATENATION=1 (fusion) or "
+                    "TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS=1 before the kernel starts",
+                )
+            self._hw: HardwareEagerWindow | None = HardwareEagerWindow(self.label, on_device=self.on_device)
+            self._hw.__enter__()
+            return self
+        self._hw = None
         changes: dict[str, object] = {}
         if self.fusion:
             changes["eager_fusion"] = True
@@ -170,6 +185,10 @@ class EagerWindow:
         return self
 
     def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
+        if self._hw is not None:
+            self._hw.__exit__(et, ev, tb)
+            self.report = self._hw.report
+            return
         wall = time.perf_counter() - self._t0
         window = clocks.snapshot().since(self._clocks)
         ops = placement_log.snapshot().since(self._ops)

@@ -14,6 +14,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from .. import backends
+from ..backends.base import NA
 from ..device.clocks import clocks
 from ..results import Card, Result, fmt_s
 
@@ -22,9 +24,7 @@ AUTO_MAX_LOOPS = 1000
 
 
 def _sync() -> None:
-    from ..device.module import synchronize
-
-    synchronize()
+    backends.current().synchronize()
 
 
 @dataclass(repr=False)
@@ -42,6 +42,7 @@ class TimeitResult(Result):
     device_s: list[float]
     first_host_s: float = 0.0
     sim_host_s: list[float] = field(default_factory=list)  # modeled host clock per loop, one per repeat
+    simulated: bool = True  # False on hardware: no modeled clocks, the wall time is the measurement
 
     @property
     def host_s(self) -> float:
@@ -69,6 +70,8 @@ class TimeitResult(Result):
         return min(self.wall_s)
 
     def parts(self) -> list[Result]:
+        if not self.simulated:
+            return self._hardware_parts()
         mean = statistics.fmean(self.wall_s)
         std = statistics.pstdev(self.wall_s) if len(self.wall_s) > 1 else 0.0
         dev = statistics.fmean(self.device_s)
@@ -98,6 +101,24 @@ class TimeitResult(Result):
             )
         ]
 
+    def _hardware_parts(self) -> list[Result]:
+        mean = statistics.fmean(self.wall_s)
+        std = statistics.pstdev(self.wall_s) if len(self.wall_s) > 1 else 0.0
+        title = f"%trn timeit{'' if self.synced else ' (enqueue only)'}: {self.statement}"
+        return [
+            Card(
+                title,
+                [
+                    ("wall time per loop", f"{fmt_s(mean)} ± {fmt_s(std)} (best {fmt_s(self.best_s)}), measured"),
+                    ("first call (incl. any compile)", f"wall {fmt_s(self.first_wall_s)}"),
+                    ("warm-up", f"{self.warmup} call{'s' if self.warmup != 1 else ''} (not timed)"),
+                    ("modeled host / device time", f"{NA} (the simulator's clocks; this is hardware)"),
+                    ("runs", f"{self.repeats} runs × {self.loops} loops"),
+                    ("boundary", self.boundary),
+                ],
+            )
+        ]
+
 
 def timeit(
     fn: Callable[[], object],
@@ -116,17 +137,20 @@ def timeit(
     if (number is not None and number < 1) or repeat < 1 or warmup < 0:
         raise ValueError("-n and -r must be at least 1 and --warmup at least 0")
     boundary = _sync if sync else (lambda: None)
+    simulated = backends.current().is_simulator
 
     def run(loops: int) -> tuple[float, float, float]:
         _sync()  # every run starts from an idle device (else --no-sync runs queue behind each other)
-        c0 = clocks.snapshot()
+        c0 = clocks.snapshot() if simulated else None
         t0 = time.perf_counter()
         for _ in range(loops):
             fn()
         boundary()
         wall = time.perf_counter() - t0
+        if c0 is None:
+            return wall, 0.0, 0.0
         c1 = clocks.snapshot()
-        return wall, float(c1["sim_device_s"] - c0["sim_device_s"]), float(c1["sim_host_s"] - c0["sim_host_s"])
+        return wall, float(c1.sim_device_s - c0.sim_device_s), float(c1.sim_host_s - c0.sim_host_s)
 
     first_wall, first_dev, first_host = run(1)
     warm_wall = first_wall
@@ -141,4 +165,6 @@ def timeit(
         devs.append(d / number)
         hosts.append(h / number)
     _sync()  # leave nothing queued behind the measurement
-    return TimeitResult(statement, number, repeat, warmup, sync, first_wall, first_dev, walls, devs, first_host, hosts)
+    return TimeitResult(
+        statement, number, repeat, warmup, sync, first_wall, first_dev, walls, devs, first_host, hosts, simulated
+    )

@@ -18,9 +18,8 @@ from typing import Any
 
 import torch
 
-from ..api import placement_summary
-from ..device.placement import CALLS, CATEGORY, D2H, DEVICE_S, H2D, HOST_S, SOURCE, placement_log
-from ..device.runtime import allocator
+from .. import backends
+from ..backends.base import NA, NOT_MEASURED, shown
 from ..presentation import EXPLAIN_STAGES
 from ..results import Card, Message, Preformatted, Result, Sections, Table, fmt_bytes
 
@@ -34,47 +33,51 @@ def _optional(module: str) -> Any:
     return importlib.import_module(module)
 
 
+def _ms(value: float | None) -> str:
+    return NOT_MEASURED if value is None else f"{value:.3f}"
+
+
 def ops(*, reset: bool = False, max_rows: int = 50) -> Result:
     """The placement log: calls by category and the ops with the most modeled device time.
 
+    Read through the live backend: on hardware the cost, transfer and source columns say "not measured".
     ``reset=True`` clears the log after reading it (the result shows what was cleared).
     """
-    snap = placement_log.snapshot()
-    summary = placement_summary(snap)
-    top = sorted(snap.items(), key=lambda kv: (kv[1][DEVICE_S], kv[1][CALLS]), reverse=True)[:max_rows]
+    backend = backends.current()
+    placement = backend.placement()
+    top = sorted(placement.items(), key=lambda kv: (kv[1].device_ms or 0.0, kv[1].calls or 0), reverse=True)
     rows = [
-        (
-            f"aten::{n}",
-            e[CATEGORY],
-            e[CALLS],
-            f"{e[DEVICE_S] * 1e3:.3f}",
-            f"{e[HOST_S] * 1e3:.3f}",
-            fmt_bytes(e[H2D] + e[D2H]),
-            e[SOURCE],
-        )
-        for n, e in top
+        (op, r.category, shown(r.calls), _ms(r.device_ms), _ms(r.host_ms), _bytes(r.bytes_moved), shown(r.source))
+        for op, r in top[:max_rows]
     ]
-    calls = summary["calls"]
+    calls = placement.calls_by_category
     notes = []
-    if len(snap) > max_rows:
-        notes.append(f"top {max_rows} of {len(snap)} ops by modeled device time; all: trn_notebook.op_table()")
+    if len(placement) > max_rows:
+        notes.append(f"top {max_rows} of {len(placement)} ops by modeled device time; all: trn_notebook.op_table()")
+    if not placement.measured:
+        notes.append(f"{backend.name} reports which ops ran and fell back, not their cost: profile with torch.profiler")
     if reset:
-        placement_log.reset()
+        backend.clear_op_tracking()
         notes.append("the placement log was cleared after this table")
+    by_category = f"native {calls['native']} · fallback {calls['cpu_fallback']}"
+    if backend.is_simulator:
+        by_category += f" · unsupported {calls['unsupported']} · host-only {calls['host_only']}"
+    device_ms = placement.device_ms
     card = Card(
         "op placement",
         [
-            ("ops", f"{len(snap)} distinct, {sum(calls.values())} calls"),
-            (
-                "calls by category",
-                f"native {calls['native']} · fallback {calls['cpu_fallback']} · "
-                f"unsupported {calls['unsupported']} · host-only {calls['host_only']}",
-            ),
-            ("modeled device time", f"{summary['device_s'] * 1e3:.3f} ms"),
+            ("ops", f"{len(placement)} distinct, {placement.total_calls} calls"),
+            ("calls by category", by_category),
+            ("modeled device time", NOT_MEASURED if device_ms is None else f"{device_ms:.3f} ms"),
         ],
     )
     cols = ["op", "category", "calls", "device ms", "host ms", "bytes moved", "source"]
-    return Sections([card, Table("ops by modeled device time", cols, rows, notes, max_rows=max_rows)])
+    title = "ops by modeled device time" if placement.measured else "ops (device time not measured)"
+    return Sections([card, Table(title, cols, rows, notes, max_rows=max_rows)])
+
+
+def _bytes(value: int | None) -> str:
+    return NOT_MEASURED if value is None else fmt_bytes(value)
 
 
 def compatibility(ops: str | None = None, *, quick: bool = True) -> Any:
@@ -93,48 +96,72 @@ def compatibility(ops: str | None = None, *, quick: bool = True) -> Any:
 
 
 def memory(*, reset_peak: bool = False, empty_cache: bool = False) -> Result:
-    """Device memory counters (current, peak, by phase); optionally reset peaks or release cached segments."""
+    """Device memory counters (current, peak, by phase); optionally reset peaks or release cached segments.
+
+    Read through the live backend (on hardware ``torch.neuron.memory_stats()``; peaks by phase are simulator-only).
+    Raises ``RuntimeError`` when the hardware backend lacks the function asked for.
+    """
+    backend = backends.current()
     notes = []
     if empty_cache:
-        notes.append(f"empty_cache released {fmt_bytes(allocator.empty_cache())} of cached segments")
+        released = backend.empty_cache()
+        notes.append(
+            f"empty_cache released {fmt_bytes(released)} of cached segments"
+            if released is not None
+            else "empty_cache called (the bytes released are not reported)"
+        )
     if reset_peak:
-        allocator.reset_peaks()
+        backend.reset_peak_memory()
         notes.append("peaks reset to the current values")
-    with allocator.lock:
-        c = allocator.counters
-        capacity = allocator.capacity
-        rows = [
-            ("allocated", fmt_bytes(c.allocated), fmt_bytes(c.peak_allocated)),
-            ("active", fmt_bytes(c.active), fmt_bytes(c.peak_active)),
-            ("reserved", fmt_bytes(c.reserved), fmt_bytes(c.peak_reserved)),
-        ]
-        segments = c.num_segments - c.num_segment_frees
-        events = f"{c.num_alloc_retries} alloc retries · {c.num_ooms} OOMs · {segments} segments"
-        phases = [(p, fmt_bytes(v["allocated"]), fmt_bytes(v["reserved"])) for p, v in allocator.phase_peaks.items()]
-    out: list[Result] = [
-        Table(f"device memory (capacity {fmt_bytes(capacity)})", ["counter", "current", "peak"], rows, [events, *notes])
+    snap = backend.memory_snapshot()
+    c = snap.counters
+    rows = [
+        ("allocated", fmt_bytes(c.allocated), fmt_bytes(c.peak_allocated)),
+        ("active", fmt_bytes(c.active), fmt_bytes(c.peak_active)),
+        ("reserved", fmt_bytes(c.reserved), fmt_bytes(c.peak_reserved)),
     ]
+    events = f"{c.num_alloc_retries} alloc retries · {c.num_ooms} OOMs · {snap.live_segments} segments"
+    capacity = fmt_bytes(snap.capacity) if snap.capacity else NA
+    out: list[Result] = [
+        Table(f"device memory (capacity {capacity})", ["counter", "current", "peak"], rows, [events, *notes])
+    ]
+    phases = [(p, fmt_bytes(v["allocated"]), fmt_bytes(v["reserved"])) for p, v in snap.phase_peaks.items()]
     if phases:
         out.append(Table("peaks by phase", ["phase", "allocated", "reserved"], phases))
+    if not backend.is_simulator:
+        out.append(
+            Message(
+                "peaks by phase, the memory timeline and simulated OOMs are simulator-only (n/a here): "
+                "call torch.neuron.reset_peak_memory_stats() before a phase and max_memory_allocated() after it"
+            )
+        )
     return Sections(out)
 
 
 def cache(*, clear: bool = False, directory: str | None = None) -> Result:
-    """The persistent compile cache: directory and entries; ``clear`` deletes them, ``directory`` moves it."""
+    """The persistent compile cache: directory and entries; ``clear`` deletes them, ``directory`` moves it.
+
+    On hardware it lists TorchNeuron's NEFF cache directory (graph, kind and inputs n/a) and ``clear`` raises
+    ``ValueError`` (that cache is TorchNeuron's to manage). Raises ``ValueError`` for a path that is a file.
+    """
     from ..compiler import cache as ccache
     from ..compiler import config as cconfig
 
+    backend = backends.current()
     notes = []
     if directory is not None:
         path = Path(directory).expanduser()
         if path.exists() and not path.is_dir():
             raise ValueError(f"{directory} exists and is not a directory")
         os.environ["TORCH_NEURONX_NEFF_CACHE_DIR"] = str(path)  # the documented switch, re-read below
-        cconfig.reload_config()
+        if backend.is_simulator:
+            cconfig.reload_config()
         notes.append(f"cache directory set to {path} (TORCH_NEURONX_NEFF_CACHE_DIR)")
+    if not backend.is_simulator:
+        return _neff_cache(backend, clear, notes)
     if clear:
         notes.append(f"removed {ccache.clear_cache()} entries")
-    entries = ccache.cache_entries()
+    entries = backend.cache_entries()
     cols = ["key", "graph", "kind", "inputs", "size", "created"]
     rows = [
         (
@@ -148,6 +175,29 @@ def cache(*, clear: bool = False, directory: str | None = None) -> Result:
         for e in entries
     ]
     return Table(f"compile cache: {ccache.cache_dir()} ({len(entries)} entries)", cols, rows, notes)
+
+
+def _neff_cache(backend: backends.Backend, clear: bool, notes: list[str]) -> Result:
+    """TorchNeuron's NEFF cache directory as a table (entry name, size, modification time)."""
+    root = backend.cache_dir()
+    if clear:
+        raise ValueError(
+            f"the NEFF cache ({root}) belongs to TorchNeuron; trn_notebook does not delete it: remove the directory "
+            "yourself, or set TORCH_NEURONX_NEFF_CACHE_DIR to a fresh one (%trn cache --dir PATH)"
+        )
+    if root is None:
+        return Message("the NEFF cache is disabled (TORCH_NEURONX_DISABLE_NEFF_CACHE=1)")
+    entries = backend.cache_entries()
+    rows = [
+        (
+            str(e["key"])[:40],
+            fmt_bytes(int(e["bytes"])),
+            time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(e["created"]))),
+        )
+        for e in entries
+    ]
+    notes.append(f"{backend.name}: graph, kind and input signature per entry are n/a (the NEFF cache does not say)")
+    return Table(f"NEFF cache: {root} ({len(entries)} entries)", ["entry", "size", "modified"], rows, notes)
 
 
 def shape_names() -> list[str]:

@@ -1,8 +1,9 @@
 """CacheView: the compiled graphs of the session (compile log) and the persistent cache, with a clear button.
 
-Reads ``trn_notebook.compiler.compile_log.snapshot()`` and ``trn_notebook.compiler.cache``
-(``cache_dir()``, ``cache_entries()``); clearing calls ``cache.clear_cache()`` and only when the
-front end confirmed (the view asks first).
+Reads the live backend (``backends.current()``: ``compile_records()``, ``cache_dir()``, ``cache_entries()``):
+the simulator's compile log and cache, or TorchNeuron's dynamo metrics and NEFF cache directory (where modeled
+times, fused kernels, stages and cache results are n/a). Clearing calls the simulator's ``cache.clear_cache()``
+and only when the front end confirmed (the view asks first); TorchNeuron's NEFF cache is never cleared here.
 """
 
 from __future__ import annotations
@@ -11,11 +12,17 @@ from typing import Any, TypedDict
 
 import traitlets
 
+from .. import backends
+from ..backends.base import NA
 from ..presentation import COMPILE_STAGES
 from . import _html
 from ._base import STATIC, TrnWidget
 
 STAGES = COMPILE_STAGES
+HARDWARE_NOTE = (
+    "{backend}: graphs from torch.neuron.get_dynamo_metrics(); modeled times, fused kernels, stages and cache "
+    "results are n/a (the 0 values in this view are not measurements), entries from the NEFF cache directory"
+)
 
 
 class GraphRow(TypedDict):
@@ -60,7 +67,7 @@ def graph_row(entry: dict[str, Any]) -> GraphRow:
         fused_kernels=int(entry.get("fused_kernels", 0)),
         cache_result=str(entry.get("cache_result", "")),
         stage_us={str(k): float(v) for k, v in dict(entry.get("stage_us") or {}).items()},
-        compile_s=float(entry.get("compile_s", 0.0)),
+        compile_s=float(entry.get("compile_s") or 0.0),
         modeled_device_ms=float(entry.get("modeled_device_s", 0.0)) * 1e3,
         runs=int(entry.get("runs", 0)),
         warm_s=float(entry.get("warm_s", 0.0)),
@@ -99,6 +106,7 @@ class CacheView(TrnWidget):
     cache_dir = traitlets.Unicode("").tag(sync=True)
     disk_entries = traitlets.Int(0).tag(sync=True)
     status = traitlets.Unicode("").tag(sync=True)
+    simulated = traitlets.Bool(True).tag(sync=True)  # False: modeled/stage/cache columns are n/a (hardware)
 
     def __init__(self, **kwargs: Any) -> None:
         self._rows: list[GraphRow] = []
@@ -106,20 +114,24 @@ class CacheView(TrnWidget):
         self.guarded("reading the compile log", self.refresh)
 
     def refresh(self) -> None:
-        """Re-read the compile log and the persistent cache index."""
-        compiler = _compiler()
-        self._rows = [graph_row(e) for e in compiler.compile_log.snapshot()]
+        """Re-read the compile records and the persistent cache index of the live backend."""
+        backend = backends.current()
+        self._rows = [graph_row(e) for e in backend.compile_records()]
         with self.hold_sync():
             self.graphs = list(self._rows)
             self.totals = totals_of(self._rows)
-            self.cache_dir = str(compiler.cache.cache_dir())
-            self.disk_entries = len(compiler.cache.cache_entries())
+            self.simulated = backend.is_simulator
+            self.cache_dir = str(_compiler().cache.cache_dir() if backend.is_simulator else backend.cache_dir() or NA)
+            self.disk_entries = len(backend.cache_entries())
+            if not backend.is_simulator:
+                self.status = HARDWARE_NOTE.format(backend=backend.name)
             self.error = ""
 
     def source_version(self) -> Any:
-        """The compile log's version and the cache directory in force."""
-        compiler = _compiler()
-        return getattr(compiler.compile_log.compile_log, "version", None), str(compiler.cache.cache_dir())
+        """The compile records' version and the cache directory in force (None: unknown, refresh)."""
+        backend = backends.current()
+        version = backend.compile_version()
+        return None if version is None else (version, str(backend.cache_dir()))
 
     def _on_clear_cache(self, content: dict[str, Any]) -> None:
         if content.get("confirm") is not True:
@@ -127,7 +139,15 @@ class CacheView(TrnWidget):
         self.clear()
 
     def clear(self) -> int:
-        """Delete our persistent cache entries (``cache.clear_cache()``: only in a marked cache directory); returns how many."""
+        """Delete our persistent cache entries (``cache.clear_cache()``: only in a marked cache directory); returns how many.
+
+        Raises ``ValueError`` on hardware: the NEFF cache is TorchNeuron's and is never deleted from here.
+        """
+        backend = backends.current()
+        if not backend.is_simulator:
+            raise ValueError(
+                f"the NEFF cache ({self.cache_dir}) belongs to {backend.name}; remove the directory yourself"
+            )
         removed = int(_compiler().cache.clear_cache())
         self.status = f"removed {removed} cache entries from {self.cache_dir}"
         self.refresh()
@@ -136,19 +156,20 @@ class CacheView(TrnWidget):
     def fallback_html(self) -> str:
         """The graphs table, recompile reasons and cold/warm totals, escaped."""
         t = self.totals
+        sim = self.simulated
         rows = [
             [
                 r["graph_name"],
                 r["model_name"],
                 r["graph_id"][:12],
-                r["kind"],
+                r["kind"] or NA,
                 r["nodes"],
-                r["fused_kernels"],
-                r["cache_result"],
+                r["fused_kernels"] if sim else NA,
+                r["cache_result"] or NA,
                 _html.fmt_s(r["compile_s"]),
-                " ".join(f"{k} {v / 1e3:.1f}ms" for k, v in r["stage_us"].items()),
-                f"{r['modeled_device_ms']:.3f}",
-                r["runs"],
+                " ".join(f"{k} {v / 1e3:.1f}ms" for k, v in r["stage_us"].items()) or NA,
+                f"{r['modeled_device_ms']:.3f}" if sim else NA,
+                r["runs"] if sim else NA,
                 "; ".join(f"{k}={req} ({eff})" for k, req, eff in r["options"]),
             ]
             for r in self._rows
@@ -182,6 +203,8 @@ class CacheView(TrnWidget):
             f"warm (latest run of each graph) {_html.esc(_html.fmt_s(t.get('warm_s', 0.0)))}; {t.get('runs', 0)} runs; "
             f"{self.disk_entries} entries in {_html.esc(self.cache_dir)}</p>"
         )
+        if not sim:
+            summary += f"<p>{_html.esc(self.status)}</p>"
         return _html.section("Compile cache", table + extra + summary)
 
     def fallback_text(self) -> str:
@@ -192,8 +215,10 @@ class CacheView(TrnWidget):
             f"Compile cache: {t.get('graphs', 0)} graphs ({results or 'none'}); cold {_html.fmt_s(t.get('cold_s', 0.0))}, "
             f"warm {_html.fmt_s(t.get('warm_s', 0.0))} (latest run of each graph); {self.disk_entries} entries on disk",
         ]
+        if not self.simulated:
+            lines.append(f"  {self.status}")
         for r in self._rows[:20]:
             lines.append(
-                f"  {r['graph_name']:<28} {r['kind']:<9} {r['cache_result']:<11} {_html.fmt_s(r['compile_s'])}"
+                f"  {r['graph_name']:<28} {r['kind'] or NA:<9} {r['cache_result'] or NA:<11} {_html.fmt_s(r['compile_s'])}"
             )
         return "\n".join(lines)

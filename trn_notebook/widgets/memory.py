@@ -1,7 +1,9 @@
 """MemoryView: device memory counters (current and peak), per-phase peaks and a live timeline.
 
-Everything comes from the allocator (``trn_notebook.device.runtime.allocator``): ``counters``,
-``capacity``, ``phase_peaks``, ``timeline`` and ``oom_events``. A live view runs one daemon thread
+Everything comes from the live backend's memory snapshot (``backends.current().memory_snapshot()``, a
+:class:`~trn_notebook.device.allocator.MemorySnapshot`: counters, capacity, phase peaks, timeline and OOM
+events; on hardware from ``torch.neuron.memory_stats()``, with no phases, timeline or OOMs — the view says
+so). A live view runs one daemon thread
 that wakes every ``interval_s`` (200 ms), and when the allocator has new timeline samples sends only
 those (plus the counters) to the front end, so the chart moves while a cell runs. After each cell a
 full :meth:`MemoryView.refresh` puts the whole timeline into the synced state for saved notebooks.
@@ -17,13 +19,14 @@ from typing import Any, Literal, TypedDict
 
 import traitlets
 
-from ..device.runtime import allocator
+from .. import backends
+from ..device.allocator import MemoryCounters, MemorySnapshot
 from ..session.events import CellFinished, cell_finished
 from . import _html
 from ._base import STATIC, TrnWidget
 
 Point = list[Any]  # [t_s, allocated, active, reserved, phase]
-_COUNTER_FIELDS = dataclasses.fields(allocator.counters)
+_COUNTER_FIELDS = dataclasses.fields(MemoryCounters)
 MAX_STATE_POINTS = 1_200  # timeline points kept in the synced state (and saved notebooks); live points append
 
 
@@ -46,14 +49,17 @@ def downsample(points: list[Point], limit: int) -> list[Point]:
     return out
 
 
-def read_counters() -> dict[str, int]:
-    """The allocator's counters and capacity, copied under its lock."""
-    with allocator.lock:
-        counters = {f.name: int(getattr(allocator.counters, f.name)) for f in _COUNTER_FIELDS}
-        counters["capacity"] = int(allocator.capacity)
+def read_counters(snapshot: MemorySnapshot | None = None) -> dict[str, int]:
+    """The counters and capacity of ``snapshot`` (default: the live backend's memory snapshot)."""
+    snap = backends.current().memory_snapshot() if snapshot is None else snapshot
+    counters = {f.name: int(getattr(snap.counters, f.name)) for f in _COUNTER_FIELDS}
+    counters["capacity"] = int(snap.capacity)
     return counters
 
 
+HARDWARE_NOTE = (
+    "timeline, peaks by phase and OOM marks: n/a (simulator-only); counters from torch.neuron.memory_stats()"
+)
 MIN_INTERVAL_S = 0.05
 MAX_INTERVAL_S = 60.0
 
@@ -72,6 +78,8 @@ class MemoryView(TrnWidget):
     timeline = traitlets.List().tag(sync=True)
     ooms = traitlets.List().tag(sync=True)
     live = traitlets.Bool(False).tag(sync=True)
+    backend = traitlets.Unicode("").tag(sync=True)
+    simulated = traitlets.Bool(True).tag(sync=True)  # False: no phases, timeline or OOM events (hardware)
     interval_s = traitlets.Float(0.2).tag(sync=True)
 
     @traitlets.validate("interval_s")
@@ -98,60 +106,42 @@ class MemoryView(TrnWidget):
     def refresh(self) -> None:
         """Re-read every counter, the phase peaks, the whole timeline and the OOM events."""
         with self._sync:  # the live thread and a refresh never interleave
-            with allocator.lock:
-                counters = read_counters()
-                peaks = {name: dict(p) for name, p in allocator.phase_peaks.items()}
-                timeline = downsample([list(p) for p in allocator.timeline], MAX_STATE_POINTS)
-                ooms = [list(o) for o in allocator.oom_events]
+            backend = backends.current()
+            snap = backend.memory_snapshot()
+            timeline = downsample([list(p) for p in snap.timeline], MAX_STATE_POINTS)
+            ooms = [list(o) for o in snap.oom_events]
             self._last_t = timeline[-1][0] if timeline else float("-inf")
             self._last_oom_t = ooms[-1][0] if ooms else float("-inf")
-            self.counters = counters
-            self.phase_peaks = peaks
+            self.backend = backend.name
+            self.simulated = backend.is_simulator
+            self.counters = read_counters(snap)
+            self.phase_peaks = {name: dict(p) for name, p in snap.phase_peaks.items()}
             self.timeline = timeline
             self.ooms = ooms
 
     def source_version(self) -> Any:
-        """Allocation and free counts, OOMs, capacity, the newest sample and the phase peaks' phases."""
-        c = allocator.counters
-        last = allocator.timeline[-1][0] if allocator.timeline else None
-        return (
-            c.num_allocs,
-            c.num_frees,
-            c.num_ooms,
-            c.num_segment_frees,
-            allocator.capacity,
-            last,
-            len(allocator.phase_peaks),
-        )
+        """The backend's memory version (allocations, frees, OOMs, capacity, newest sample, phases; None: unknown)."""
+        return backends.current().memory_version()
 
     def poll(self) -> list[Point]:
         """Send the timeline samples newer than the last ones sent (and fresh counters); return them."""
-        timeline, events = allocator.timeline, allocator.oom_events
-        if (not timeline or timeline[-1][0] <= self._last_t) and (not events or events[-1][0] <= self._last_oom_t):
+        backend = backends.current()
+        version = backend.memory_version()
+        if version is not None and version == getattr(self, "_polled", None):
             return []  # nothing new: the common case between allocations costs no lock and no message
+        self._polled = version
         with self._sync:
-            with allocator.lock:
-                points: list[Point] = []
-                for p in reversed(allocator.timeline):
-                    if p[0] <= self._last_t:
-                        break
-                    points.append(list(p))
-                ooms: list[list[Any]] = []
-                for o in reversed(allocator.oom_events):
-                    if o[0] <= self._last_oom_t:
-                        break
-                    ooms.append(list(o))
-                counters = read_counters() if points or ooms else None
-                peaks = {name: dict(p) for name, p in allocator.phase_peaks.items()} if counters else None
-            if counters is None:
+            snap = backend.memory_snapshot()
+            points = [list(p) for p in snap.timeline if p[0] > self._last_t]
+            ooms = [list(o) for o in snap.oom_events if o[0] > self._last_oom_t]
+            if not points and not ooms:
                 return []
-            points.reverse()
-            ooms.reverse()
             if points:
                 self._last_t = points[-1][0]
             if ooms:
                 self._last_oom_t = ooms[-1][0]
-            self.counters = counters
+            self.counters = read_counters(snap)
+            peaks = {name: dict(p) for name, p in snap.phase_peaks.items()}
             if peaks != self.phase_peaks:
                 self.phase_peaks = peaks
             self.send(PointsMessage(type="points", points=points, ooms=ooms))
@@ -248,6 +238,8 @@ class MemoryView(TrnWidget):
             vmarks=[o[0] for o in self.ooms],
         )
         legend = "<p>blue: allocated, green: active, purple: reserved, red: capacity / OOM</p>" if chart else ""
+        if not self.simulated:
+            legend += f"<p>{_html.esc(HARDWARE_NOTE)} ({_html.esc(self.backend)})</p>"
         return _html.section("Device memory", cards + extra + phases + chart + legend)
 
     def fallback_text(self) -> str:
@@ -263,6 +255,8 @@ class MemoryView(TrnWidget):
         ]
         for name, p in self.phase_peaks.items():
             lines.append(f"  phase {name}: peak allocated {_html.fmt_bytes(p.get('allocated', 0))}")
+        if not self.simulated:
+            lines.append(f"  {HARDWARE_NOTE} ({self.backend})")
         return "\n".join(lines)
 
 

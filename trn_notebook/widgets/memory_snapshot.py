@@ -18,6 +18,10 @@ from ._base import STATIC, TrnWidget
 
 MAX_SEGMENTS = 200
 MAX_BLOCKS = 400
+HARDWARE_NOTE = (
+    "the live allocator's segments are n/a on hardware (simulator-only); open a snapshot file instead: "
+    "memory_snapshot_view('x.json')"
+)
 
 
 def site(block: dict[str, Any]) -> str:
@@ -39,6 +43,7 @@ class MemorySnapshotWidget(TrnWidget):
     segments = traitlets.List().tag(sync=True)  # [address, total, type, [[offset, size, owner or -1], ...]]
     sites = traitlets.List().tag(sync=True)  # [site, bytes, blocks, owner]
     totals = traitlets.Dict().tag(sync=True)
+    note = traitlets.Unicode("").tag(sync=True)
 
     def __init__(self, snapshot: dict[str, Any] | str | os.PathLike[str] | None = None, **kwargs: Any) -> None:
         """``snapshot``: a snapshot dict, the path of a JSON snapshot from ``_dump_snapshot`` (never a
@@ -46,6 +51,12 @@ class MemorySnapshotWidget(TrnWidget):
         when history is off, ``ValueError`` for a file that is not one of our JSON snapshots."""
         if isinstance(snapshot, (str, os.PathLike)):
             snapshot = load_snapshot_json(snapshot)
+        from .. import backends
+
+        backend = backends.current()
+        if snapshot is None and not backend.is_simulator:  # the live allocator's blocks are the simulator's
+            kwargs.setdefault("note", f"{HARDWARE_NOTE} ({backend.name})")
+            snapshot = {"segments": []}
         self._given = snapshot
         super().__init__(**kwargs)
         self.refresh()
@@ -94,7 +105,9 @@ class MemorySnapshotWidget(TrnWidget):
             f"<div class='trn-widget'><b>Memory snapshot</b>: {t.get('segments', 0)} segments, "
             f"{t.get('allocated', 0)} B allocated of {t.get('reserved', 0)} B reserved; free {t.get('free', 0)} B, "
             f"largest free block {t.get('largest_free', 0)} B<table class='trn-table'><tr><th>site</th><th>owner</th>"
-            f"<th>bytes</th><th>blocks</th></tr>{sites}</table></div>"
+            f"<th>bytes</th><th>blocks</th></tr>{sites}</table>"
+            + (f"<p>{html.escape(self.note)}</p>" if self.note else "")
+            + "</div>"
         )
 
     def fallback_text(self) -> str:
@@ -102,6 +115,8 @@ class MemorySnapshotWidget(TrnWidget):
         t = self.totals
         lines = [f"Memory snapshot: {t.get('allocated', 0)} B allocated of {t.get('reserved', 0)} B reserved"]
         lines += [f"  {b:>12} B  {n:>5} blocks  {o:<16} {s}" for s, b, n, o in self.sites[:10]]
+        if self.note:
+            lines.append(f"  {self.note}")
         return "\n".join(lines)
 
 

@@ -1,6 +1,7 @@
 """PlacementView: the placement log as a sortable, filterable table coloured by category.
 
-Reads ``placement_log.snapshot()`` (or a given window, e.g. a per-cell ``diff_snapshots``). The
+Reads the live backend's placement (``backends.current().placement()``: the simulator's placement log, or
+TorchNeuron's executed/fallback ops with costs "not measured"), or a given window (a per-cell ``diff_snapshots``). The
 "modeled ms" column is the placement log's modeled time: device kernel time for device ops; for a
 CPU fallback, both host<->device copies plus the modeled host compute (a roofline on the host CPU) — so
 the totals row can say how much of the modeled time went to fallbacks.
@@ -8,76 +9,84 @@ the totals row can say how much of the modeled time went to fallbacks.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, TypedDict
 
 import traitlets
 
-from ..device.placement import CALLS, CATEGORY, D2H, DEVICE_S, H2D, HOST_S, SOURCE, placement_log
+from .. import backends
+from ..backends.base import NOT_MEASURED, Placement, shown
+from ..backends.simulator import placement_of
 from . import _html
 from ._base import STATIC, TrnWidget
 
-Snapshot = dict[str, tuple[Any, ...]]
 SORT_KEYS = ("op", "category", "calls", "host_ms", "modeled_ms", "bytes", "source")
 MAX_ROWS = 500  # rows sent to the view; the totals always cover every op
 
 
 class PlacementRow(TypedDict):
-    """One op of the table, as the view receives it."""
+    """One op of the table, as the view receives it ("not measured" for figures the backend lacks)."""
 
     op: str
     category: str
-    calls: int
-    host_ms: float
-    modeled_ms: float
-    bytes: int
+    calls: int | str
+    host_ms: float | str
+    modeled_ms: float | str
+    bytes: int | str
     source: str
 
 
-def modeled_seconds(entry: tuple[Any, ...]) -> float:
-    """Modeled time of one placement-log entry (for a fallback the device already charges copies + host compute)."""
-    return float(entry[DEVICE_S])
-
-
-def rows_of(snapshot: Snapshot) -> list[PlacementRow]:
-    """Table rows of a snapshot (unsorted)."""
+def rows_of(placement: Placement) -> list[PlacementRow]:
+    """Table rows of a placement (unsorted); op names without the ``aten::`` prefix."""
     return [
         PlacementRow(
-            op=str(name),
-            category=str(e[CATEGORY]),
-            calls=int(e[CALLS]),
-            host_ms=float(e[HOST_S]) * 1e3,
-            modeled_ms=modeled_seconds(e) * 1e3,
-            bytes=int(e[H2D]) + int(e[D2H]),
-            source=str(e[SOURCE]),
+            op=op.removeprefix("aten::"),
+            category=r.category,
+            calls=shown(r.calls),
+            host_ms=shown(r.host_ms),
+            modeled_ms=shown(r.device_ms),
+            bytes=shown(r.bytes_moved),
+            source=str(shown(r.source)),
         )
-        for name, e in snapshot.items()
+        for op, r in placement.items()
     ]
 
 
-def totals_of(rows: list[PlacementRow]) -> dict[str, Any]:
-    """Totals over ``rows``: calls, host ms, modeled ms, fallback ms and share, bytes, per-category calls."""
-    modeled = sum(r["modeled_ms"] for r in rows)
-    fallback = sum(r["modeled_ms"] for r in rows if r["category"] == "cpu_fallback")
-    by_category: dict[str, int] = {}
-    for r in rows:
-        by_category[r["category"]] = by_category.get(r["category"], 0) + r["calls"]
+def totals_of(placement: Placement) -> dict[str, Any]:
+    """Totals of a placement (its aggregations): calls, host ms, modeled ms, fallback ms and share, bytes."""
+    share = placement.fallback_share
     return {
-        "ops": len(rows),
-        "calls": sum(r["calls"] for r in rows),
-        "host_ms": sum(r["host_ms"] for r in rows),
-        "modeled_ms": modeled,
-        "fallback_ms": fallback,
-        "fallback_pct": 100.0 * fallback / modeled if modeled > 0 else 0.0,
-        "bytes": sum(r["bytes"] for r in rows),
-        "calls_by_category": by_category,
+        "ops": len(placement),
+        "calls": placement.total_calls,
+        "host_ms": shown(placement.host_ms),
+        "modeled_ms": shown(placement.device_ms),
+        "fallback_ms": shown(placement.fallback_ms),
+        "fallback_pct": NOT_MEASURED if share is None else 100.0 * share,
+        "bytes": shown(placement.bytes_moved),
+        "calls_by_category": {k: v for k, v in placement.calls_by_category.items() if v},
     }
+
+
+def _pct(totals: dict[str, Any]) -> str:
+    value = totals.get("fallback_pct", 0.0)
+    return f"{value:.1f}%" if isinstance(value, float) else str(value)
+
+
+def _num(value: Any, digits: int = 3) -> str:
+    return f"{value:.{digits}f}" if isinstance(value, float) else str(value)
+
+
+def _sort_key(value: Any) -> Any:
+    return (0, value) if isinstance(value, int | float) else (1, str(value))
 
 
 class PlacementView(TrnWidget):
     """Where each ATen op ran and what it cost: a sortable table, filter and colour by category.
 
-    ``window`` is a placement-log snapshot or a difference of two (``diff_snapshots``) for a
-    per-cell view; ``None`` shows the whole session and :meth:`refresh` re-reads the log.
+    Reads the live backend's placement (``backends.current().placement()``; on hardware the cost columns say
+    "not measured"). ``window`` is a placement-log snapshot or a difference of two (``diff_snapshots``), or a
+    :class:`~trn_notebook.backends.base.Placement`, for a per-cell view; ``None`` shows the whole session and
+    :meth:`refresh` re-reads it.
     """
 
     _esm = STATIC / "placement.js"
@@ -90,23 +99,32 @@ class PlacementView(TrnWidget):
     sort_desc = traitlets.Bool(True).tag(sync=True)
     category_filter = traitlets.Unicode("").tag(sync=True)
     hidden_rows = traitlets.Int(0).tag(sync=True)
+    measured = traitlets.Bool(True).tag(sync=True)  # False: costs are "not measured" (hardware)
+    backend = traitlets.Unicode("").tag(sync=True)
 
-    def __init__(self, window: Snapshot | None = None, **kwargs: Any) -> None:
-        self._window = None if window is None else dict(window)
+    def __init__(self, window: Mapping[str, Any] | Placement | None = None, **kwargs: Any) -> None:
+        if window is None or isinstance(window, Placement):
+            self._window = window
+        else:
+            self._window = placement_of(window)
+        self._placement = Placement()
         self._all: list[PlacementRow] = []
         super().__init__(scope="session" if window is None else "cell", **kwargs)
         self.refresh()
 
     def refresh(self) -> None:
-        """Re-read the placement log (or keep the fixed window) and rebuild rows and totals."""
-        snap = placement_log.snapshot() if self._window is None else self._window
-        self._all = rows_of(snap)
+        """Re-read the placement (or keep the fixed window) and rebuild rows and totals."""
+        backend = backends.current()
+        self._placement = backend.placement() if self._window is None else self._window
+        self._all = rows_of(self._placement)
+        self.backend = backend.name
+        self.measured = self._placement.measured
         self.categories = sorted({r["category"] for r in self._all})
         self._update_rows()
 
     def source_version(self) -> Any:
-        """The placement log's version (a fixed window never changes)."""
-        return "window" if self._window is not None else placement_log.version
+        """The backend's placement version (a fixed window never changes; None: unknown, refresh)."""
+        return "window" if self._window is not None else backends.current().placement_version()
 
     @traitlets.observe("sort_by", "sort_desc", "category_filter")
     def _view_changed(self, change: dict[str, Any]) -> None:
@@ -120,15 +138,20 @@ class PlacementView(TrnWidget):
         """Every row after the category filter, in the current sort order."""
         rows = [r for r in self._all if not self.category_filter or r["category"] == self.category_filter]
         key = self.sort_by if self.sort_by in SORT_KEYS else "modeled_ms"
-        rows.sort(key=lambda r: (r[key], r["op"]), reverse=self.sort_desc)  # type: ignore[literal-required]
+        rows.sort(key=lambda r: (_sort_key(r[key]), r["op"]), reverse=self.sort_desc)  # type: ignore[literal-required]
         return rows
+
+    def _summary(self) -> str:
+        if not self._placement.measured:
+            return f"{len(self._placement.fallback_ops)} ops fell back to the CPU; their cost is not measured"
+        return f"{_pct(totals_of(self._placement))} of modeled time spent in CPU fallbacks"
 
     def _update_rows(self) -> None:
         rows = self.sorted_rows()
-        totals = totals_of(rows)  # the totals row covers what the filter shows
-        share = totals_of(self._all)["fallback_pct"]
+        totals = totals_of(self._placement.only(self.category_filter))  # the totals row covers what is shown
         totals["summary"] = (
-            f"{share:.1f}% of modeled time spent in CPU fallbacks (copies both ways + modeled host compute)"
+            self._summary()
+            + (" (copies both ways + modeled host compute)" if self._placement.measured else "")
             + (f"; showing {self.category_filter} only" if self.category_filter else "")
         )
         self.totals = totals
@@ -137,9 +160,9 @@ class PlacementView(TrnWidget):
 
     def fallback_html(self) -> str:
         """The table (sorted by modeled time) and the totals, escaped, for saved notebooks."""
-        rows = sorted(self._all, key=lambda r: (-r["modeled_ms"], r["op"]))
-        t = totals_of(self._all)
-        shown = rows[:MAX_ROWS]
+        rows = sorted(self._all, key=lambda r: (_sort_key(r["modeled_ms"]), r["op"]), reverse=True)
+        t = totals_of(self._placement)
+        shown_rows = rows[:MAX_ROWS]
         body = _html.table(
             ["op", "category", "calls", "host ms", "modeled ms", "bytes moved", "source"],
             [
@@ -147,30 +170,28 @@ class PlacementView(TrnWidget):
                     r["op"],
                     r["category"],
                     r["calls"],
-                    f"{r['host_ms']:.3f}",
-                    f"{r['modeled_ms']:.3f}",
-                    _html.fmt_bytes(r["bytes"]),
+                    _num(r["host_ms"]),
+                    _num(r["modeled_ms"]),
+                    _html.fmt_bytes(r["bytes"]) if isinstance(r["bytes"], int) else r["bytes"],
                     r["source"],
                 ]
-                for r in shown
+                for r in shown_rows
             ],
-            row_styles=[f"color:{_html.CATEGORY_COLOURS.get(r['category'], _html.OTHER_COLOUR)}" for r in shown],
+            row_styles=[f"color:{_html.CATEGORY_COLOURS.get(r['category'], _html.OTHER_COLOUR)}" for r in shown_rows],
         )
-        more = f"<p>… {len(rows) - len(shown)} more ops</p>" if len(rows) > len(shown) else ""
+        more = f"<p>… {len(rows) - len(shown_rows)} more ops</p>" if len(rows) > len(shown_rows) else ""
+        moved = _html.fmt_bytes(t["bytes"]) if isinstance(t["bytes"], int) else t["bytes"]
         summary = (
-            f"<p><b>{t.get('fallback_pct', 0.0):.1f}% of modeled time spent in CPU fallbacks</b> "
-            f"({t.get('ops', 0)} ops, {t.get('calls', 0)} calls, {t.get('modeled_ms', 0.0):.3f} ms modeled, "
-            f"{_html.fmt_bytes(t.get('bytes', 0))} moved)</p>"
+            f"<p><b>{_html.esc(self._summary())}</b> ({t['ops']} ops, {t['calls']} calls, "
+            f"{_html.esc(_num(t['modeled_ms']))} ms modeled, {_html.esc(moved)} moved; {_html.esc(self.backend)})</p>"
         )
         return _html.section(f"Op placement ({self.scope})", body + more + summary)
 
     def fallback_text(self) -> str:
         """A few lines: totals, fallback share and the top ops."""
-        t = totals_of(self._all)
-        lines = [
-            f"Op placement ({self.scope}): {t.get('ops', 0)} ops, {t.get('calls', 0)} calls, "
-            f"{t.get('fallback_pct', 0.0):.1f}% of modeled time spent in CPU fallbacks",
-        ]
-        for r in sorted(self._all, key=lambda r: (-r["modeled_ms"], r["op"]))[:10]:
-            lines.append(f"  {r['op']:<28} {r['category']:<13} {r['calls']:>7} calls {r['modeled_ms']:>10.3f} ms")
+        t = totals_of(self._placement)
+        lines = [f"Op placement ({self.scope}): {t['ops']} ops, {t['calls']} calls, {self._summary()}"]
+        rows = sorted(self._all, key=lambda r: (_sort_key(r["modeled_ms"]), r["op"]), reverse=True)
+        for r in rows[:10]:
+            lines.append(f"  {r['op']:<28} {r['category']:<13} {r['calls']!s:>7} calls {_num(r['modeled_ms']):>10} ms")
         return "\n".join(lines)

@@ -3,11 +3,17 @@
 Like the real package it provides the ``torch.neuron`` module (through its ``torch.backends`` entry
 point, so plain ``import torch`` loads it), declares the ``neuron``
 ``torch_dynamo_backends`` entry point, and answers the placement / memory / compile-metric / device queries
-with fixed values. Tensors cannot live on this device: it has no kernels (the tests use CPU tensors).
+with fixed values. By default tensors cannot live on this device: it has no kernels (the tests use CPU
+tensors). With ``FAKE_NEURONX_DEVICE=1`` the ``neuron`` device exists and computes with trn_notebook's
+simulator kernels (registered directly, as a stand-in for TorchNeuron's runtime), while every fact
+(placement, memory, compile metrics, device card) still comes from the canned answers below — so a view that
+shows the simulator's own figures instead of these is reading the wrong backend. In that mode import torch
+before trn_notebook (the borrowed kernels cannot register while trn_notebook itself is being imported).
 """
 
 from __future__ import annotations
 
+import os
 import types
 from typing import Any
 
@@ -55,8 +61,9 @@ def neuron_backend(gm: Any, example_inputs: list[Any], **kwargs: Any) -> Any:
     return gm.forward
 
 
-def _device_module() -> types.ModuleType:
-    mod = types.ModuleType("torch.neuron")
+def _device_module(mod: types.ModuleType | None = None) -> types.ModuleType:
+    """``torch.neuron`` with the canned answers (set on ``mod`` when given: the device-backed variant)."""
+    mod = types.ModuleType("torch.neuron") if mod is None else mod
     stats = {
         "allocated_bytes.all.current": 3 << 20,
         "allocated_bytes.all.peak": 5 << 20,
@@ -80,6 +87,8 @@ def _device_module() -> types.ModuleType:
     mod.synchronize = lambda device=None: None
     mod.get_dynamo_metrics = lambda: [dict(m) for m in _metrics]
     mod.reset_dynamo_metrics = _metrics.clear
+    mod.reset_peak_memory_stats = lambda device=None: None
+    mod.empty_cache = lambda: None
     return mod
 
 
@@ -91,6 +100,12 @@ def _autoload() -> None:
     """
     import torch
 
+    if os.environ.get("FAKE_NEURONX_DEVICE") == "1":
+        from trn_notebook.device.registration import register
+
+        register()  # the device and its kernels (the simulator's); its facts are replaced below
+        _device_module(torch.neuron)
+        return
     if getattr(torch, "neuron", None) is None:
         torch.neuron = _device_module()
 

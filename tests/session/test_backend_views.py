@@ -1,0 +1,32 @@
+"""On the simulator the views read the same figures through the live backend as through the owners' snapshots."""
+
+from __future__ import annotations
+
+import torch
+
+from trn_notebook import backends, session
+from trn_notebook.device.placement import placement_log
+from trn_notebook.device.runtime import allocator
+from trn_notebook.status import status, status_payload
+
+
+def test_device_and_status_cards_name_the_live_backend(fresh_device):
+    card = session.use_device("neuron")
+    assert "trn_notebook simulator (trn-notebook" in card.text() and "no Trainium hardware" in card.text()
+    assert "trn_notebook simulator" in status().text()
+    assert "live backend" in session.use_device("cpu").text()
+
+
+def test_ops_and_memory_views_match_the_owners_snapshots(fresh_device):
+    x = torch.ones(16, 16, device="neuron")
+    y = x @ x
+    snap, memory = placement_log.snapshot(), allocator.snapshot()
+    text = session.ops().text()
+    assert f"{len(snap)} distinct, {snap.total_calls} calls" in text
+    assert f"native {snap.calls_by_category['native']}" in text and "host-only" in text and "not measured" not in text
+    table = session.memory().text()
+    assert f"{memory.live_segments} segments" in table and "simulator-only" not in table
+    payload = status_payload()
+    assert payload["memory_allocated"] == memory.counters.allocated and payload["cache_hits"] == 0
+    assert payload["fallback_ops"] == len(backends.current().placement().fallback_ops)
+    del y
