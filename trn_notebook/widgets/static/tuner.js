@@ -79,9 +79,10 @@ function render({ model, el: root }) {
   const applied = el("span", "trn-applied trn-label");
   actions.append(apply, suggest, policyText, applied);
   const cards = el("div", "trn-cards trn-readouts");
+  const sources = el("div", "trn-note trn-sources");
   const source = el("div", "trn-note");
   const notice = el("div", "trn-note trn-empty");
-  root.append(bar, error, notice, chart, controls, actions, cards, source);
+  root.append(bar, error, notice, chart, controls, actions, cards, sources, source);
 
   // -- sending control moves, coalesced --------------------------------------------------------
   let inFlight = false;
@@ -236,20 +237,30 @@ function render({ model, el: root }) {
   function drawReadouts() {
     const r = model.get("readouts") || {};
     cards.replaceChildren();
+    // [key, value, where the figure comes from (Python's label; the full sentence is the card's tooltip)]
     const items = [
-      ["compiles", r.compiles ?? "–"],
-      ["padding waste", r.padding_waste_pct === undefined ? "–" : r.padding_waste_pct.toFixed(1) + "%"],
-      ["modeled cold compile", r.cold_compile_s === undefined ? "–" : fmtS(r.cold_compile_s)],
-      ["modeled p50", r.p50_s === undefined ? "–" : fmtS(r.p50_s)],
-      ["modeled p99", r.p99_s === undefined ? "–" : fmtS(r.p99_s)],
-      ["recompute", r.compute_ms === undefined ? "–" : r.compute_ms.toFixed(1) + " ms"],
+      ["compiles", r.compiles ?? "–", "one graph per used bucket", ""],
+      ["padding waste", r.padding_waste_pct === undefined ? "–" : r.padding_waste_pct.toFixed(1) + "%",
+        "padded / computed positions", ""],
+      ["cold compile", r.cold_compile_s === undefined ? "–" : fmtS(r.cold_compile_s), r.compile_from, r.compile_source],
+      ["modeled p50", r.p50_s === undefined ? "–" : fmtS(r.p50_s), r.latency_from, r.latency_source],
+      ["modeled p99", r.p99_s === undefined ? "–" : fmtS(r.p99_s), r.latency_from, r.latency_source],
+      ["recompute", r.compute_ms === undefined ? "–" : r.compute_ms.toFixed(1) + " ms", "this tuner, in Python", ""],
     ];
-    for (const [k, v] of items) {
+    for (const [k, v, from, why] of items) {
       const card = el("div", "trn-card");
       card.dataset.key = k;
       card.append(el("div", "trn-k", k), el("div", "trn-v", v));
+      if (from) {
+        const src = el("div", "trn-k trn-from", "from: " + from);
+        card.append(src);
+      }
+      if (why) card.title = why;
       cards.append(card);
     }
+    sources.replaceChildren();
+    if (r.compile_source) sources.append(el("div", "trn-source-compile", "cold compile from: " + r.compile_source));
+    if (r.latency_source) sources.append(el("div", "trn-source-latency", "latency from: " + r.latency_source));
   }
 
   function drawError() {
