@@ -110,3 +110,9 @@ def test_without_a_callable_the_figures_are_stated_estimates(fresh_compiler):
     assert r["compile_from"] == "estimate" and "150 s per graph" in r["compile_source"]
     assert r["latency_from"] == "assumption" and "µs per padded position" in r["latency_source"]
     assert r["cold_compile_s"] == pytest.approx(150.0 * r["compiles"])
+
+
+def test_lengths_above_the_largest_bucket_are_counted(fresh_compiler):
+    view = ShapeTuner(lengths=[10, 20, 300, 400])
+    update(view, {"kind": "list", "sizes": "16,32"})
+    assert view.readouts["overflow"] == 2 and view.readouts["compiles"] == 2

@@ -324,6 +324,7 @@ class ShapeTuner(TrnWidget):
         if result is not None:
             readouts = {
                 "compiles": int(result.compiles),
+                "overflow": int(result.overflow),  # lengths above the largest bucket (they would raise)
                 "padding_waste_pct": float(result.padding_waste_pct),
                 "cold_compile_s": float(result.cold_compile_s),
                 "p50_s": float(result.p50_s),
