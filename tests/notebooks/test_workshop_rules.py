@@ -47,9 +47,12 @@ def test_consecutive_stderr_outputs_are_one_block_as_jupyterlab_shows_them():
 
 def test_errors_and_a_missing_pass_line_fail():
     nb = notebook([], None, "")
-    nb["cells"][1]["outputs"] = [{"output_type": "error", "ename": "AssertionError", "evalue": "lesson broken"}]
+    traceback = ["\x1b[0;31mAssertionError\x1b[0m", "\x1b[0;32m----> 3\x1b[0m assert sort_ms > qr_ms"]
+    nb["cells"][1]["outputs"] = [
+        {"output_type": "error", "ename": "AssertionError", "evalue": "lesson broken", "traceback": traceback}
+    ]
     assert workshop_problems(nb) == [
-        "cell [1]: AssertionError: lesson broken",
+        "cell [1]: AssertionError: lesson broken (at: ----> 3 assert sort_ms > qr_ms)",
         "the check cell never printed 'all checks passed'",
     ]
 

@@ -18,6 +18,7 @@ either way:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -62,10 +63,17 @@ def stdout_text(nb: Mapping[str, Any]) -> str:
     return "\n".join(parts)
 
 
+def _failing_line(traceback: list[str]) -> str:
+    """The ``---->`` line of an IPython traceback (ANSI colours removed), or ''."""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(traceback or []))
+    arrows = [line.strip() for line in text.splitlines() if line.lstrip().startswith("---->")]
+    return arrows[-1] if arrows else ""
+
+
 def cell_errors(nb: Mapping[str, Any]) -> list[str]:
-    """``cell [n]: Name: value`` for each error output (n is the cell's index in the notebook)."""
+    """``cell [n]: Name: value (at: the failing line)`` for each error output (n: the cell's index)."""
     return [
-        f"cell [{i}]: {out.get('ename')}: {out.get('evalue')}"
+        f"cell [{i}]: {out.get('ename')}: {out.get('evalue')} (at: {_failing_line(out.get('traceback', []))})"
         for i, cell in enumerate(_cells(nb))
         for out in cell.get("outputs", [])
         if out.get("output_type") == "error"
