@@ -78,6 +78,7 @@ def start_jupyterlab(
     *,
     extra_labextensions_path: Sequence[Path] = (),
     env: dict[str, str] | None = None,
+    user_settings: dict[str, dict[str, Any]] | None = None,
     timeout: float = 90.0,
 ) -> tuple[str, subprocess.Popen[bytes]]:
     """Start JupyterLab on 127.0.0.1 (token off) serving ``root_dir``; return ``(url, process)``.
@@ -85,12 +86,14 @@ def start_jupyterlab(
     The server keeps its user settings, workspaces and log in ``root_dir/.lab-state`` so
     tests see neither the developer's settings nor each other's. Kernels get the
     repository on ``PYTHONPATH``, so ``import trn_notebook`` works without installing it.
-    ``window.jupyterapp`` is exposed for tests. Stop it with :func:`stop_jupyterlab`.
+    ``window.jupyterapp`` is exposed for tests. ``user_settings`` adds user settings
+    (``"<plugin id>/<file>.jupyterlab-settings": {...}``) to the quiet defaults. Stop it with
+    :func:`stop_jupyterlab`.
     """
     root_dir = Path(root_dir)
     state = root_dir / ".lab-state"
     settings = state / "settings"
-    for name, values in _QUIET_SETTINGS.items():
+    for name, values in {**_QUIET_SETTINGS, **(user_settings or {})}.items():
         plugin, _, file = name.rpartition("/")
         target = settings / plugin / file
         target.parent.mkdir(parents=True, exist_ok=True)

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+import trn_notebook
 import trn_notebook.compiler as compiler
 from trn_notebook.session.events import cell_finished
 from trn_notebook.widgets import ShapeTuner
@@ -72,3 +73,46 @@ def test_suggest_uses_the_bucket_count_in_every_kind(target):
     view = ShapeTuner(target, lengths=np.arange(10, 250))
     view._on_suggest({"max_compiles": 3})
     assert len(view.buckets) <= 3 and view.valid
+
+
+def test_latency_and_cold_compile_come_from_this_sessions_compiles_and_say_so(target):
+    """The tuner is given measured=: read-outs equal the compile log's measured times and schedules."""
+    records = [r for r in compiler.compile_log.snapshot() if r.model_name == target.name and r.error is None]
+    assert records and all(r.cache_result == "miss" for r in records)  # a fresh cache: every bucket compiled cold
+    compile_s = {b: sum(g["compile_s"] for g in graphs) for b, graphs in target.compiled_buckets.items()}
+    assert sorted(compile_s) == [8, 16, 32, 128]  # lengths 5, 9, 30, 100 under pow2:8-256
+    assert sum(compile_s.values()) == pytest.approx(sum(r.compile_s for r in records))
+
+    view = ShapeTuner(target)  # the shape log's lengths: the same four buckets
+    r = view.readouts
+    assert r["compile_from"] == "measured" and r["compile_source"].startswith("measured in this session")
+    assert r["cold_compile_s"] == pytest.approx(sum(compile_s.values()))
+    assert (
+        r["latency_from"] == "compiled schedule"
+        and "compiled schedule for buckets 8, 16, 32, 128" in r["latency_source"]
+    )
+    launch = trn_notebook.device.costmodel.get_cost_constants().graph_launch_s
+    device_s = {b: sum(g["modeled_device_s"] for g in graphs) for b, graphs in target.compiled_buckets.items()}
+    # p99 of four requests, one per bucket: the slowest bucket's own graph, launch included
+    assert r["p99_s"] == pytest.approx(launch + max(device_s.values()))
+    assert "cold compile from: measured" in view.fallback_text()
+
+    # A bucket not compiled yet takes the mean measured time, and the label says so.
+    update(view, {"kind": "list", "sizes": "12,32,128"})  # 5 and 9 land in 12, never compiled
+    mean = sum(compile_s.values()) / 4
+    assert "for buckets 32, 128; mean of 4 measured buckets" in view.readouts["compile_source"]
+    assert view.readouts["cold_compile_s"] == pytest.approx(mean + compile_s[32] + compile_s[128])
+
+
+def test_without_a_callable_the_figures_are_stated_estimates(fresh_compiler):
+    view = ShapeTuner(lengths=[100, 200, 300])
+    r = view.readouts
+    assert r["compile_from"] == "estimate" and "150 s per graph" in r["compile_source"]
+    assert r["latency_from"] == "assumption" and "µs per padded position" in r["latency_source"]
+    assert r["cold_compile_s"] == pytest.approx(150.0 * r["compiles"])
+
+
+def test_lengths_above_the_largest_bucket_are_counted(fresh_compiler):
+    view = ShapeTuner(lengths=[10, 20, 300, 400])
+    update(view, {"kind": "list", "sizes": "16,32"})
+    assert view.readouts["overflow"] == 2 and view.readouts["compiles"] == 2

@@ -270,3 +270,41 @@ def test_dashboard_renders_figures_and_tuner_applies_policy(lab: tuple[str, Path
             browser.close()
     assert (shots / "dashboard.png").stat().st_size > 10_000
     print(f"screenshots in {shots}")
+
+
+EMPTY_VIEWS = [
+    "import trn_notebook\n"
+    "from trn_notebook.widgets import CacheView, MemoryView, PlacementView, ShapeTuner\n"
+    "trn_notebook.reset()",
+    "PlacementView()",
+    "CacheView()",
+    "MemoryView()",
+    "ShapeTuner()",
+]  # a TimelineWidget cannot be empty: profiling nothing on the device raises and says what to do
+
+
+def test_views_with_no_data_say_what_will_appear_and_how(lab: tuple[str, Path]) -> None:
+    """Issue 13 item 9: an empty view is a sentence naming what will appear and what to run, never a blank box."""
+    url, root = lab
+    write_notebook(root / "empty.ipynb", EMPTY_VIEWS)
+    with sync_playwright() as pw:
+        browser = launch_chromium(pw)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            errors: list[str] = []
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            open_notebook(page, url, "empty.ipynb")
+            run_all_cells(page, timeout=120_000)
+            for cls, how in [
+                ("trn-placement", 'device="neuron"'),
+                ("trn-cache", 'backend="neuron"'),
+                ("trn-memory", "tensors created on neuron"),
+                ("trn-tuner", "bucketed"),
+            ]:
+                view = page.locator(f".{cls}").first
+                expect(view).to_contain_text(re.compile("appear"), timeout=30_000)
+                text = view.evaluate("(node) => node.textContent")
+                assert how in text, f"{cls}: the empty state does not say how to fill it: {text[:300]!r}"
+            assert not errors, errors
+        finally:
+            browser.close()

@@ -5,6 +5,12 @@ the view only draws. A change of the policy controls builds a candidate with
 ``BucketPolicy.parse`` and calls ``trn_notebook.compiler.tune`` on a cached array, so a move of a
 control costs one ``tune`` call. "Apply" sets the candidate as ``target.policy`` on a
 ``BucketedCallable``.
+
+With a ``BucketedCallable`` (the target, or the callable of that name among the notebook's
+variables) the tuner is given ``measured=`` it: modeled latency comes from the compiled graphs'
+own schedules and cold compile from this session's measured compile times; each read-out says
+which (``readouts["latency_source"]`` / ``["compile_source"]``, short forms ``latency_from`` /
+``compile_from``). Without one they are stated estimates, labelled as such.
 """
 
 from __future__ import annotations
@@ -99,6 +105,17 @@ def controls_spec(kind: str, min_len: int, max_len: int, count: int, sizes: str)
     if kind == "list":
         return "list:" + ",".join(s.strip() for s in sizes.split(",") if s.strip())
     raise ValueError(f"unknown policy kind {kind!r}; valid: {', '.join(KINDS)}")
+
+
+def source_labels(latency_source: str, compile_source: str) -> dict[str, str]:
+    """Short labels of where ``tune``'s latency and cold-compile figures come from (for the cards' titles).
+
+    ``latency_from``: "compiled schedule" when a compiled graph's schedule was read (exact or scaled),
+    else "assumption"; ``compile_from``: "measured" (this session's compile times), "given" or "estimate".
+    """
+    latency = "assumption" if "assumption:" in latency_source else "compiled schedule"
+    compile_from = "measured" if compile_source.startswith("measured") else compile_source.split(":", 1)[0].strip()
+    return {"latency_from": latency, "compile_from": compile_from or "estimate"}
 
 
 def find_bucketed(name: str) -> Any:
@@ -226,9 +243,13 @@ class ShapeTuner(TrnWidget):
     def source_version(self) -> Any:
         """The shape log's version (a given distribution never changes, but the policy in force may)."""
         policy = str(getattr(self._callable, "policy", ""))
+        # a bucket compiled since (a new schedule or compile time) changes the latency / cold-compile read-outs
+        compiled_key = tuple(
+            sorted((int(b), len(g)) for b, g in (getattr(self._callable, "compiled_buckets", None) or {}).items())
+        )
         if self._given is not None:
-            return ("given", policy)
-        return getattr(_compiler().shape_log.shape_log, "version", None), policy
+            return ("given", policy, compiled_key)
+        return getattr(_compiler().shape_log.shape_log, "version", None), policy, compiled_key
 
     def _set_data(self, values: np.ndarray, counts: np.ndarray, entry: dict[str, Any] | None) -> None:
         self._values, self._counts = values, counts
@@ -288,7 +309,8 @@ class ShapeTuner(TrnWidget):
                 raise ValueError(f"min {self.min_len} is above max {self.max_len}; lower min or raise max")
             spec = controls_spec(self.kind, self.min_len, self.max_len, self.count, self.sizes)
             policy = compiler.BucketPolicy.parse(spec)
-            result = compiler.tune(policy, self._tune_input) if self._tune_input else None
+            # measured=: the callable's compiled schedules and this session's compile times (issue 19)
+            result = compiler.tune(policy, self._tune_input, measured=self._callable) if self._tune_input else None
         except Exception as exc:
             with self.hold_sync():  # no stale candidate: Apply must never set the previous policy
                 self.valid = False
@@ -302,11 +324,15 @@ class ShapeTuner(TrnWidget):
         if result is not None:
             readouts = {
                 "compiles": int(result.compiles),
+                "overflow": int(result.overflow),  # lengths above the largest bucket (they would raise)
                 "padding_waste_pct": float(result.padding_waste_pct),
                 "cold_compile_s": float(result.cold_compile_s),
                 "p50_s": float(result.p50_s),
                 "p99_s": float(result.p99_s),
                 "bucket_counts": {str(k): int(v) for k, v in dict(result.bucket_counts).items()},
+                "latency_source": str(result.latency_source),
+                "compile_source": str(result.compile_source),
+                **source_labels(str(result.latency_source), str(result.compile_source)),
             }
         readouts["compute_ms"] = (time.perf_counter() - start) * 1e3
         with self.hold_sync():
@@ -359,8 +385,10 @@ class ShapeTuner(TrnWidget):
             rows += [
                 ["compiles", r["compiles"]],
                 ["padding waste", f"{r['padding_waste_pct']:.1f}%"],
-                ["modeled cold compile", _html.fmt_s(r["cold_compile_s"])],
+                ["cold compile", _html.fmt_s(r["cold_compile_s"])],
+                ["cold compile from", r.get("compile_source", "")],
                 ["modeled p50 / p99", f"{_html.fmt_s(r['p50_s'])} / {_html.fmt_s(r['p99_s'])}"],
+                ["latency from", r.get("latency_source", "")],
             ]
         title = f"Shape buckets: {self.name or self.source}" + (f" ({self.dim})" if self.dim else "")
         return _html.section(title, chart + _html.table(["", ""], rows))
@@ -374,5 +402,6 @@ class ShapeTuner(TrnWidget):
         return (
             f"{head}\n  {r['compiles']} compiles, {r['padding_waste_pct']:.1f}% padding waste, "
             f"cold compile {_html.fmt_s(r['cold_compile_s'])}, p50 {_html.fmt_s(r['p50_s'])}, "
-            f"p99 {_html.fmt_s(r['p99_s'])}"
+            f"p99 {_html.fmt_s(r['p99_s'])}\n  cold compile from: {r.get('compile_source', '')}"
+            f"\n  latency from: {r.get('latency_source', '')}"
         )

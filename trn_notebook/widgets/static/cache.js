@@ -12,6 +12,8 @@ const STAGES = [
   ["cache_write", "#6a1b9a"],
 ];
 
+const COLUMNS = ["graph", "model", "id", "kind", "nodes", "fused", "cache", "compile", "by stage", "modeled ms", "runs"];
+
 function el(tag, cls, text) {
   const node = document.createElement(tag);
   if (cls) node.className = cls;
@@ -73,8 +75,9 @@ function render({ model, el: root }) {
     legend.append(s);
   }
   const table = el("table", "trn-table trn-graphs");
+  const options = el("div", "trn-options");
   const reasons = el("div", "trn-reasons");
-  root.append(bar, error, status, summary, table, legend, reasons);
+  root.append(bar, error, status, summary, table, legend, options, reasons);
 
   refresh.addEventListener("click", () => model.send({ type: "refresh" }));
   clear.addEventListener("click", () => {
@@ -104,8 +107,7 @@ function render({ model, el: root }) {
     status.textContent = model.get("status");
     table.replaceChildren();
     const head = el("tr");
-    for (const h of ["graph", "model", "id", "kind", "nodes", "fused", "cache", "compile", "by stage",
-      "modeled ms", "runs", "options (requested → effective)"]) head.append(el("th", null, h));
+    for (const h of COLUMNS) head.append(el("th", null, h));
     table.append(head);
     let maxUs = 0;
     for (const g of graphs) {
@@ -119,7 +121,6 @@ function render({ model, el: root }) {
       id.title = g.graph_id;
       const stages = el("td");
       stages.append(stageBar(g.stage_us, maxUs));
-      const opts = g.options.map(([k, req, eff]) => k + "=" + req + " (" + eff + ")").join("; ");
       tr.append(
         el("td", "trn-graph-name", g.graph_name),
         el("td", "trn-model-name", g.model_name),
@@ -132,9 +133,32 @@ function render({ model, el: root }) {
         stages,
         el("td", null, g.modeled_device_ms.toFixed(3)),
         el("td", null, g.runs),
-        el("td", null, opts),
       );
       table.append(tr);
+    }
+    if (graphs.length === 0) {
+      const tr = el("tr", "trn-empty");
+      const td = el("td", "trn-note",
+        "no compiled graphs yet: run torch.compile(model, backend=\"neuron\"), trn_notebook.compile(...) or a %%trn compile " +
+        "cell; each graph appears here with its cache result, compile time by stage, modeled time and options");
+      td.colSpan = COLUMNS.length;
+      tr.append(td);
+      table.append(tr);
+    }
+    // Options under the table, one line per graph, wrapped to the view's width: never clipped at any
+    // width and never behind a horizontal scroll ("accepted, no effect" is the lesson they carry).
+    options.replaceChildren();
+    if (graphs.length) {
+      options.append(el("b", null, "Options (requested → effective)"));
+      const ul = el("ul");
+      for (const g of graphs) {
+        const li = el("li", "trn-col-options");
+        li.append(el("span", "trn-graph-name", g.graph_name + ": "));
+        const text = g.options.map(([k, req, eff]) => k + "=" + req + " (" + eff + ")").join("; ");
+        li.append(el("span", "trn-option", text || "none requested"));
+        ul.append(li);
+      }
+      options.append(ul);
     }
     reasons.replaceChildren();
     const items = [];

@@ -4,9 +4,9 @@
 
 const SVG = "http://www.w3.org/2000/svg";
 const SERIES = [
-  [1, "allocated", "#1565c0"],
-  [2, "active", "#2e7d32"],
-  [3, "reserved", "#8e24aa"],
+  [1, "allocated", "#1e88e5"], // drawn last, dashed: never hidden under active
+  [2, "active", "#43a047"], // shaded area
+  [3, "reserved", "#ab47bc"],
 ];
 const MAX_POINTS = 8192;
 
@@ -42,14 +42,19 @@ function render({ model, el: root }) {
   const cards = el("div", "trn-cards");
   const note = el("div", "trn-note");
   const W = 640;
-  const H = 180;
-  const chart = svg("svg", { width: W, height: H, class: "trn-timeline" });
+  const H = 210;
+  const chart = svg("svg", { width: W, height: H, viewBox: `0 0 ${W} ${H}`, class: "trn-timeline trn-chart" });
   const legend = el("div", "trn-legend");
+  const legendText = {
+    allocated: "allocated (dashed: the rounded blocks of live tensors)",
+    active: "active (shaded: the exact bytes of live tensors)",
+    reserved: "reserved (segments held from the device)",
+  };
   for (const [, name, colour] of SERIES) {
     const s = el("span");
     const sw = el("span", "trn-swatch");
     sw.style.background = colour;
-    s.append(sw, document.createTextNode(name));
+    s.append(sw, document.createTextNode(legendText[name]));
     legend.append(s);
   }
   const phases = el("table", "trn-table trn-phases");
@@ -112,9 +117,9 @@ function render({ model, el: root }) {
     chart.replaceChildren();
     chart.dataset.points = String(points.length);
     const c = model.get("counters") || {};
-    if (points.length === 0) {
-      const t = svg("text", { x: 10, y: H / 2 });
-      t.textContent = "no device allocations yet";
+    if (!points.some((p) => p[3] > 0) && ooms.length === 0) { // nothing ever reserved: no chart to draw
+      const t = svg("text", { x: 10, y: H / 2, class: "trn-empty-text" });
+      t.textContent = "no device allocations yet: tensors created on neuron appear here (allocated / active / reserved)";
       chart.append(t);
       note.textContent = "";
       return;
@@ -127,51 +132,105 @@ function render({ model, el: root }) {
     const capOnScale = capacity > 0 && capacity <= 4 * top;
     if (capOnScale) top = Math.max(top, capacity);
     top *= 1.08;
-    const L = 56;
-    const sx = (W - L - 6) / Math.max(t1 - t0, 1e-9);
-    const sy = (H - 22) / top;
+    const L = 66; // y tick labels and the rotated y-axis title
+    const R = 8;
+    const T = 16; // phase names
+    const B = 32; // x tick labels and the x-axis title
+    const sx = (W - L - R) / Math.max(t1 - t0, 1e-9);
+    const sy = (H - T - B) / top;
     const X = (t) => L + (t - t0) * sx;
-    const Y = (v) => H - 16 - v * sy;
+    const Y = (v) => H - B - v * sy;
+    // Phases (trn_notebook.phase(...)): a band per run of samples in one phase, named at the top.
+    const runs = [];
+    for (const p of points) {
+      const name = p[4] ?? "";
+      if (runs.length && runs[runs.length - 1].name === name) runs[runs.length - 1].end = p[0];
+      else runs.push({ name, start: p[0], end: p[0] });
+    }
+    for (let i = 0; i < runs.length; i++) runs[i].end = i + 1 < runs.length ? runs[i + 1].start : t1;
+    const named = runs.filter((r) => r.name && r.name !== "default");
+    named.forEach((r, i) => {
+      const x = X(r.start);
+      const w = Math.max(X(r.end) - x, 1);
+      chart.append(svg("rect", { x, y: T, width: w, height: H - T - B, class: "trn-phase-band trn-phase-" + (i % 2) }));
+      chart.append(svg("line", { x1: x, x2: x, y1: T - 4, y2: H - B, class: "trn-phase-edge" }));
+      const label = svg("text", { x: x + 2, y: T - 5, class: "trn-phase-name" });
+      label.textContent = r.name;
+      if (w > 7 * r.name.length || i === named.length - 1) chart.append(label);
+      else label.remove();
+    });
+    chart.dataset.phases = named.map((r) => r.name).join(",");
+    // Grid and axes.
     for (const frac of [0, 0.5, 1]) {
       const v = (top / 1.08) * frac;
-      const label = svg("text", { x: 2, y: Y(v) + 3 });
+      const label = svg("text", { x: L - 4, y: Y(v) + 3, "text-anchor": "end" });
       label.textContent = fmtBytes(v);
-      chart.append(label, svg("line", { x1: L, x2: W, y1: Y(v), y2: Y(v), stroke: "#eee" }));
+      chart.append(label, svg("line", { x1: L, x2: W - R, y1: Y(v), y2: Y(v), class: "trn-grid" }));
     }
-    const tl = svg("text", { x: L, y: H - 3 });
-    tl.textContent = t0.toFixed(2) + " s";
-    const tr = svg("text", { x: W - 50, y: H - 3 });
-    tr.textContent = t1.toFixed(2) + " s";
-    chart.append(tl, tr);
+    for (const [frac, anchor] of [[0, "start"], [0.5, "middle"], [1, "end"]]) {
+      const t = t0 + (t1 - t0) * frac;
+      const label = svg("text", { x: X(t), y: H - B + 12, "text-anchor": anchor });
+      label.textContent = t.toFixed(2) + " s";
+      chart.append(label);
+    }
+    const xTitle = svg("text", { x: L + (W - L - R) / 2, y: H - 3, "text-anchor": "middle", class: "trn-axis-title" });
+    xTitle.textContent = "wall time since the simulator started (s)";
+    const yTitle = svg("text", {
+      x: 0, y: 0, "text-anchor": "middle", class: "trn-axis-title",
+      transform: `translate(11 ${T + (H - T - B) / 2}) rotate(-90)`,
+    });
+    yTitle.textContent = "device memory (bytes)";
+    chart.append(xTitle, yTitle);
+    const notes = [];
     if (capOnScale) {
       chart.append(svg("line", {
-        x1: L, x2: W, y1: Y(capacity), y2: Y(capacity), stroke: "#c62828", "stroke-dasharray": "5 3",
-        class: "trn-capacity",
+        x1: L, x2: W - R, y1: Y(capacity), y2: Y(capacity), "stroke-dasharray": "5 3", class: "trn-capacity",
       }));
-      note.textContent = "dashed red: capacity " + fmtBytes(capacity);
+      notes.push("dashed red: capacity " + fmtBytes(capacity));
     } else {
-      note.textContent = "capacity " + fmtBytes(capacity) + " (above the chart's scale)";
+      notes.push("capacity " + fmtBytes(capacity) + " (above the chart's scale)");
     }
-    for (const [index, name, colour] of SERIES) {
-      // Step line: a counter holds its value until the next sample.
+    // Step lines (a counter holds its value until the next sample): reserved, then active as a shaded
+    // area, then allocated on top (allocated >= active by a block's rounding only, so drawn under active it would be hidden).
+    const stepPath = (index) => {
       let d = "";
-      let prev = null;
+      let first = true;
       for (const p of points) {
         const x = X(p[0]).toFixed(1);
         const y = Y(p[index]).toFixed(1);
-        d += prev === null ? `M${x},${y}` : `H${x}V${y}`;
-        prev = y;
+        d += first ? `M${x},${y}` : `H${x}V${y}`;
+        first = false;
       }
-      chart.append(svg("path", { d, fill: "none", stroke: colour, "stroke-width": 1.5, class: "trn-series-" + name }));
+      return d;
+    };
+    const activeLine = stepPath(2);
+    const base = Y(0).toFixed(1);
+    const area = `${activeLine}H${X(t1).toFixed(1)}V${base}H${X(t0).toFixed(1)}Z`;
+    chart.append(svg("path", { d: area, class: "trn-area-active", fill: SERIES[1][2] }));
+    for (const [index, name, colour] of [SERIES[2], SERIES[1], SERIES[0]]) {
+      const width = name === "allocated" ? 2 : 1.25;
+      const dash = name === "allocated" ? "6 3" : "none";
+      chart.append(svg("path", {
+        d: stepPath(index), fill: "none", stroke: colour, "stroke-width": width, "stroke-dasharray": dash,
+        class: "trn-series-" + name,
+      }));
     }
-    for (const o of ooms) {
-      const mark = svg("line", { x1: X(o[0]), x2: X(o[0]), y1: 0, y2: H - 16, stroke: "#c62828", "stroke-width": 2,
-        class: "trn-oom" });
+    ooms.forEach((o, i) => {
+      const x = X(o[0]);
+      const mark = svg("line", { x1: x, x2: x, y1: T, y2: H - B, "stroke-width": 2, class: "trn-oom" });
+      const text = "out of memory: asked " + fmtBytes(o[1]) + " in phase " + o[2];
       const title = svg("title");
-      title.textContent = "out of memory: asked " + fmtBytes(o[1]) + " in phase " + o[2];
+      title.textContent = text;
       mark.append(title);
-      chart.append(mark);
-    }
+      const right = x > L + (W - L - R) / 2;
+      const label = svg("text", {
+        x: right ? x - 4 : x + 4, y: T + 12 + 12 * i, "text-anchor": right ? "end" : "start", class: "trn-oom-label",
+      });
+      label.textContent = "OOM: asked " + fmtBytes(o[1]);
+      chart.append(mark, label);
+      notes.push("solid red line at " + o[0].toFixed(2) + " s: " + text + " (the request was refused; see the error)");
+    });
+    note.textContent = notes.join(" · ");
   }
 
   function schedule() {

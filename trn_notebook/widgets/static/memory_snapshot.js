@@ -39,6 +39,12 @@ function render({ model, el: root }) {
     });
     bars.replaceChildren();
     const segs = model.get("segments") || [];
+    if (segs.length === 0) {
+      bars.append(el("div", "trn-note trn-empty",
+        "no device segments in this snapshot: allocate tensors on neuron with memory history recording on " +
+        "(torch.neuron.memory._record_memory_history()), then take it again (%trn memory --snapshot); each " +
+        "segment appears as a bar with its blocks coloured by owner"));
+    }
     const biggest = Math.max(1, ...segs.map((s) => s[1]));
     for (const [addr, total, type, blocks] of segs) {
       const row = el("div", "trn-snapshot-row");

@@ -101,6 +101,16 @@ function render({ model, el: root }) {
       tbody.append(tr);
     }
     const hidden = model.get("hidden_rows");
+    if (model.get("rows").length === 0 && !(hidden > 0)) {
+      const tr = el("tr", "trn-empty");
+      const td = el("td", "trn-note", model.get("filter") && model.get("filter") !== "all"
+        ? "no op in this category: choose \"all\" to see every op"
+        : "no ops recorded yet: run PyTorch ops on neuron (e.g. torch.randn(4, 4, device=\"neuron\") @ …); each ATen op " +
+          "appears here with where it ran (native / CPU fallback), its calls and its modeled time");
+      td.colSpan = COLUMNS.length;
+      tr.append(td);
+      tbody.append(tr);
+    }
     if (hidden > 0) {
       const tr = el("tr");
       const td = el("td", null, "… " + hidden + " more ops (sort or filter to see them)");

@@ -59,11 +59,15 @@ function render({ model, el: root }) {
     const [w, lanes] = size();
     ctx.clearRect(0, 0, canvas.width, canvas.height);
     ctx.font = "11px sans-serif";
+    // Text takes the theme's colour (a canvas does not inherit CSS): readable in light and dark.
+    const css = getComputedStyle(root);
+    const fg = css.getPropertyValue("--jp-ui-font-color1").trim() || "#444";
+    const fg2 = css.getPropertyValue("--jp-ui-font-color2").trim() || "#666";
     lanes.forEach((name, i) => {
       const y = i * LANE_H;
-      ctx.fillStyle = i % 2 ? "rgba(0,0,0,0.03)" : "rgba(0,0,0,0.0)";
+      ctx.fillStyle = i % 2 ? "rgba(128,128,128,0.08)" : "rgba(0,0,0,0.0)";
       ctx.fillRect(0, y, w, LANE_H);
-      ctx.fillStyle = "#444";
+      ctx.fillStyle = fg;
       ctx.fillText(name, 4, y + 14);
     });
     const bins = model.get("bins") || [];
@@ -90,17 +94,20 @@ function render({ model, el: root }) {
       }
     }
     drawMemory(w, lanes.length * LANE_H + 4);
-    ctx.fillStyle = "#666";
+    ctx.fillStyle = fg2;
     ctx.fillText(fmtUs(win[0]), LABEL_W, canvas.height - 3);
     const end = fmtUs(win[1]);
     ctx.fillText(end, w - 4 - ctx.measureText(end).width, canvas.height - 3);
     const total = model.get("total_events") || 0;
-    info.textContent = `${total} events · window ${fmtUs(win[1] - win[0])} · ${(model.get("events") || []).length} drawn individually`;
+    info.textContent = total === 0
+      ? "no events in this trace yet: profile a cell (%%trn profile, trn_notebook.profile() or torch.profiler) " +
+        "and its device lanes, kernels and transfers appear here"
+      : `${total} events · window ${fmtUs(win[1] - win[0])} · ${(model.get("events") || []).length} drawn individually`;
   }
 
   function drawMemory(w, y0) {
     const pts = model.get("memory") || [];
-    ctx.fillStyle = "#444";
+    ctx.fillStyle = getComputedStyle(root).getPropertyValue("--jp-ui-font-color1").trim() || "#444";
     ctx.fillText("HBM allocated", 4, y0 + 14);
     if (!pts.length) return;
     const peak = Math.max(1, ...pts.map((p) => Math.max(p[1], p[2])));
@@ -231,6 +238,13 @@ function render({ model, el: root }) {
   for (const name of ["events", "bins", "memory", "lanes"]) model.on(`change:${name}`, draw);
   error.textContent = model.get("error") || "";
   draw();
+  // A canvas keeps the colours it was drawn with: redraw when JupyterLab switches theme.
+  const themes = new MutationObserver(() => {
+    draw();
+    setTimeout(draw, 250); // the new theme's stylesheet may land a few frames later
+  });
+  themes.observe(document.body, { attributes: true, attributeFilter: ["data-jp-theme-light", "data-jp-theme-name"] });
+  return () => themes.disconnect();
 }
 
 export default { render };

@@ -36,8 +36,8 @@ function render({ model, el: root }) {
   bar.append(title, nameSelect, dimSelect, refresh);
   const error = el("div", "trn-error");
   const W = 640;
-  const H = 190;
-  const chart = svg("svg", { width: W, height: H, class: "trn-histogram" });
+  const H = 220;
+  const chart = svg("svg", { width: W, height: H, viewBox: `0 0 ${W} ${H}`, class: "trn-histogram trn-chart" });
 
   const controls = el("div", "trn-controls");
   const kind = el("select", "trn-kind");
@@ -79,9 +79,10 @@ function render({ model, el: root }) {
   const applied = el("span", "trn-applied trn-label");
   actions.append(apply, suggest, policyText, applied);
   const cards = el("div", "trn-cards trn-readouts");
+  const sources = el("div", "trn-note trn-sources");
   const source = el("div", "trn-note");
   const notice = el("div", "trn-note trn-empty");
-  root.append(bar, error, notice, chart, controls, actions, cards, source);
+  root.append(bar, error, notice, chart, controls, actions, cards, sources, source);
 
   // -- sending control moves, coalesced --------------------------------------------------------
   let inFlight = false;
@@ -187,8 +188,8 @@ function render({ model, el: root }) {
     const counts = h.counts || [];
     const buckets = model.get("buckets") || [];
     if (counts.length === 0) {
-      const t = svg("text", { x: 10, y: H / 2 });
-      t.textContent = "no observed shapes yet";
+      const t = svg("text", { x: 10, y: H / 2, class: "trn-empty-text" });
+      t.textContent = "no observed shapes yet: the lengths' histogram and the buckets appear here";
       chart.append(t);
       return;
     }
@@ -196,60 +197,105 @@ function render({ model, el: root }) {
     const firstAbove = buckets.find((b) => b >= h.max);
     const x1 = Math.max(edges[edges.length - 1], firstAbove ?? 0) + 1;
     const top = Math.max(...counts, 1);
-    const L = 40;
-    const B = 18;
-    const sx = (W - L - 8) / Math.max(x1 - x0, 1);
-    const sy = (H - B - 14) / top;
+    const L = 52; // count labels and the rotated y-axis title
+    const R = 10;
+    const T = 30; // two rows of bucket labels
+    const B = 30; // length labels and the x-axis title
+    const sx = (W - L - R) / Math.max(x1 - x0, 1);
+    const sy = (H - T - B) / top;
     const X = (v) => L + (v - x0) * sx;
+    for (const frac of [0, 0.5, 1]) {
+      const y = H - B - top * frac * sy;
+      chart.append(svg("line", { x1: L, x2: W - R, y1: y, y2: y, class: "trn-grid" }));
+      const label = svg("text", { x: L - 4, y: y + 3, "text-anchor": "end" });
+      label.textContent = String(Math.round(top * frac));
+      chart.append(label);
+    }
     for (let i = 0; i < counts.length; i++) {
       const hgt = counts[i] * sy;
       const rect = svg("rect", {
         x: X(edges[i]), y: H - B - hgt, width: Math.max((edges[i + 1] - edges[i]) * sx - 0.5, 0.5), height: hgt,
-        fill: "#1565c0", class: "trn-bin",
+        class: "trn-bin",
       });
       const tip = svg("title");
       tip.textContent = `${edges[i]}–${edges[i + 1] - 1}: ${counts[i]}`;
       rect.append(tip);
       chart.append(rect);
     }
+    // Bucket lines; their labels take the first of two rows where they do not overlap a neighbour
+    // (else only the line's tooltip names the bucket), so close buckets never print on each other.
     let shown = 0;
+    let labelled = 0;
+    const lastEnd = [-Infinity, -Infinity];
     for (const b of buckets) {
       if (b < x0 || b > x1) continue;
       shown += 1;
-      chart.append(svg("line", { x1: X(b), x2: X(b), y1: 10, y2: H - B, stroke: "#e65100", "stroke-width": 1.5,
-        class: "trn-bucket" }));
-      const nearEnd = X(b) > W - 40;
-      const label = svg("text", { x: nearEnd ? X(b) - 2 : X(b) + 2, y: 10, "text-anchor": nearEnd ? "end" : "start" });
-      label.textContent = String(b);
+      const x = X(b);
+      const line = svg("line", { x1: x, x2: x, y1: T - 4, y2: H - B, "stroke-width": 1.5, class: "trn-bucket" });
+      const tip = svg("title");
+      tip.textContent = "bucket " + b;
+      line.append(tip);
+      chart.append(line);
+      const text = String(b);
+      const width = 6 * text.length + 4;
+      const nearEnd = x + width > W - R;
+      const left = nearEnd ? x - width : x - width / 2;
+      const row = [0, 1].find((r) => left > lastEnd[r] + 2);
+      if (row === undefined) continue;
+      lastEnd[row] = left + width;
+      const label = svg("text", {
+        x: nearEnd ? x - 2 : x, y: 11 + 11 * row, "text-anchor": nearEnd ? "end" : "middle", class: "trn-bucket-label",
+      });
+      label.textContent = text;
       chart.append(label);
+      labelled += 1;
     }
-    const lo = svg("text", { x: L, y: H - 4 });
-    lo.textContent = String(x0);
-    const hi = svg("text", { x: W - 40, y: H - 4 });
-    hi.textContent = String(x1 - 1);
-    const peak = svg("text", { x: 2, y: 16 });
-    peak.textContent = String(top);
-    chart.append(lo, hi, peak);
+    for (const [v, anchor] of [[x0, "start"], [x1 - 1, "end"]]) {
+      const t = svg("text", { x: X(v), y: H - B + 12, "text-anchor": anchor });
+      t.textContent = String(v);
+      chart.append(t);
+    }
+    const dim = model.get("dim");
+    const xTitle = svg("text", { x: L + (W - L - R) / 2, y: H - 3, "text-anchor": "middle", class: "trn-axis-title" });
+    xTitle.textContent = "length" + (dim ? " of " + dim : "") + " (elements; orange: bucket sizes)";
+    const yTitle = svg("text", {
+      x: 0, y: 0, "text-anchor": "middle", class: "trn-axis-title",
+      transform: `translate(11 ${T + (H - T - B) / 2}) rotate(-90)`,
+    });
+    yTitle.textContent = "requests per bin";
+    chart.append(xTitle, yTitle);
     chart.dataset.bucketsShown = String(shown);
+    chart.dataset.bucketsLabelled = String(labelled);
   }
 
   function drawReadouts() {
     const r = model.get("readouts") || {};
     cards.replaceChildren();
+    // [key, value, where the figure comes from (Python's label; the full sentence is the card's tooltip)]
     const items = [
-      ["compiles", r.compiles ?? "–"],
-      ["padding waste", r.padding_waste_pct === undefined ? "–" : r.padding_waste_pct.toFixed(1) + "%"],
-      ["modeled cold compile", r.cold_compile_s === undefined ? "–" : fmtS(r.cold_compile_s)],
-      ["modeled p50", r.p50_s === undefined ? "–" : fmtS(r.p50_s)],
-      ["modeled p99", r.p99_s === undefined ? "–" : fmtS(r.p99_s)],
-      ["recompute", r.compute_ms === undefined ? "–" : r.compute_ms.toFixed(1) + " ms"],
+      ["compiles", r.compiles ?? "–", r.overflow > 0
+        ? r.overflow + " lengths above the largest bucket: they would raise" : "one graph per used bucket", ""],
+      ["padding waste", r.padding_waste_pct === undefined ? "–" : r.padding_waste_pct.toFixed(1) + "%",
+        "padded / computed positions", ""],
+      ["cold compile", r.cold_compile_s === undefined ? "–" : fmtS(r.cold_compile_s), r.compile_from, r.compile_source],
+      ["modeled p50", r.p50_s === undefined ? "–" : fmtS(r.p50_s), r.latency_from, r.latency_source],
+      ["modeled p99", r.p99_s === undefined ? "–" : fmtS(r.p99_s), r.latency_from, r.latency_source],
+      ["recompute", r.compute_ms === undefined ? "–" : r.compute_ms.toFixed(1) + " ms", "this tuner, in Python", ""],
     ];
-    for (const [k, v] of items) {
+    for (const [k, v, from, why] of items) {
       const card = el("div", "trn-card");
       card.dataset.key = k;
       card.append(el("div", "trn-k", k), el("div", "trn-v", v));
+      if (from) {
+        const src = el("div", "trn-k trn-from", "from: " + from);
+        card.append(src);
+      }
+      if (why) card.title = why;
       cards.append(card);
     }
+    sources.replaceChildren();
+    if (r.compile_source) sources.append(el("div", "trn-source-compile", "cold compile from: " + r.compile_source));
+    if (r.latency_source) sources.append(el("div", "trn-source-latency", "latency from: " + r.latency_source));
   }
 
   function drawError() {

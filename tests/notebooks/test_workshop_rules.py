@@ -1,0 +1,67 @@
+"""The stderr rule of the workshop runs (``tests/notebooks/workshop.py``) on small notebooks, and statically on the workshop."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import nbformat
+
+from tests.notebooks.workshop import EXAMPLES, NOTEBOOKS, stderr_blocks, unexplained_stderr, workshop_problems
+
+WARNING = "cell [2] line 1: NeuronFallbackWarning: Operator 'aten::sort' fell back to CPU\n  x.sort()\n"
+
+
+def notebook(stderr: list[str], expected: list[str] | None, markdown: str) -> dict[str, Any]:
+    code: dict[str, Any] = {
+        "cell_type": "code",
+        "source": "x.sort()",
+        "metadata": {} if expected is None else {"expected_stderr": expected},
+        "outputs": [{"output_type": "stream", "name": "stderr", "text": t} for t in stderr]
+        + [{"output_type": "stream", "name": "stdout", "text": "demo: all checks passed\n"}],
+    }
+    return {"cells": [{"cell_type": "markdown", "source": markdown, "metadata": {}}, code]}
+
+
+def test_a_stderr_block_without_an_allow_list_entry_fails():
+    problems = unexplained_stderr(notebook([WARNING], None, "Sorting."))
+    assert len(problems) == 1 and "cell [1]: stderr not explained" in problems[0]
+
+
+def test_an_allowed_block_quoted_in_the_markdown_next_to_it_passes():
+    nb = notebook([WARNING], ["Operator 'aten::sort' fell back"], "Expect `Operator 'aten::sort' fell back to CPU`.")
+    assert workshop_problems(nb) == []
+
+
+def test_an_entry_not_quoted_in_the_markdown_or_that_never_appeared_fails():
+    entry = ["Operator 'aten::sort' fell back"]
+    assert "not quoted in the markdown" in unexplained_stderr(notebook([WARNING], entry, "Sorting."))[0]
+    stale = unexplained_stderr(notebook([], entry, "Expect Operator 'aten::sort' fell back."))
+    assert len(stale) == 1 and "stale allow-list" in stale[0]
+
+
+def test_consecutive_stderr_outputs_are_one_block_as_jupyterlab_shows_them():
+    half = len(WARNING) // 2
+    cell = notebook([WARNING[:half], WARNING[half:]], None, "")["cells"][1]
+    assert stderr_blocks(cell) == [WARNING]
+
+
+def test_errors_and_a_missing_pass_line_fail():
+    nb = notebook([], None, "")
+    traceback = ["\x1b[0;31mAssertionError\x1b[0m", "\x1b[0;32m----> 3\x1b[0m assert sort_ms > qr_ms"]
+    nb["cells"][1]["outputs"] = [
+        {"output_type": "error", "ename": "AssertionError", "evalue": "lesson broken", "traceback": traceback}
+    ]
+    assert workshop_problems(nb) == [
+        "cell [1]: AssertionError: lesson broken (at: ----> 3 assert sort_ms > qr_ms)",
+        "the check cell never printed 'all checks passed'",
+    ]
+
+
+def test_every_allow_list_entry_of_the_workshop_is_quoted_next_to_its_cell():
+    """Static half of the rule (no execution): what the runs would report as 'not quoted'."""
+    for name in NOTEBOOKS:
+        nb = nbformat.read(EXAMPLES / name, as_version=4)
+        for i, cell in enumerate(nb.cells):
+            for entry in cell.metadata.get("expected_stderr", []):
+                around = [nb.cells[j].source for j in (i - 1, i + 1) if 0 <= j < len(nb.cells)]
+                assert any(entry in md for md in around if md), f"{name} cell [{i}]: {entry!r} not explained"
