@@ -70,12 +70,21 @@ ENV_RULES: dict[str, str] = {
     "TRN_NOTEBOOK_HBM_BYTES": "none: the real HBM capacity applies",
     "TRN_NOTEBOOK_STRICT": "TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS=1",
 }
-# `%trn` / `%%trn` words and options that drive the simulator's models or compiler.
+# `%trn` / `%%trn` words and options that drive the simulator's models or compiler. A plain `%%trn compile`
+# is portable: on hardware it runs TorchNeuron's compiler (only `--buckets` is the simulator's).
 MAGIC_RULES: dict[str, str] = {
     "--chip": "none: the instance decides the chip",
     "--cores": "none: the instance (and NEURON_LOGICAL_NC_CONFIG) decides the cores",
+    "--blocking": "NEURON_LAUNCH_BLOCKING=1 in the environment before the kernel starts",
+    "--fusion": "TORCH_NEURONX_ENABLE_CONCATENATION=1 in the environment before the kernel starts",
+    "--buckets": "pad inputs to your own fixed sizes before a plain %%trn compile or torch.compile(backend='neuron')",
+    "--snapshot": "torch.neuron.memory_stats() (TorchNeuron's memory-profiling guide for snapshots)",
+    "--export": "copy the NEFF cache directory (TORCH_NEURONX_NEFF_CACHE_DIR) between machines",
+    "--import": "point TORCH_NEURONX_NEFF_CACHE_DIR at a copied NEFF cache directory",
     "explain": "TORCH_NEURONX_DEBUG_DIR=DIR + TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS=1",
-    "compile": _COMPILE + " (the %%trn compile cell runs the simulator's compiler)",
+    "shapes": "torch.neuron.get_dynamo_metrics() (one record per compiled graph)",
+    "profile": "torch.profiler with TorchNeuron's profiler plugin (NeuronConfig)",
+    "ranks": "torchrun --nproc-per-node=N script.py",
 }
 
 
@@ -235,7 +244,7 @@ def _magic_findings(line: str) -> list[tuple[str, str]]:
     words = m.group(2).split()
     prefix = f"{m.group(1)}trn"
     out = []
-    if words and words[0] in MAGIC_RULES and (words[0] != "compile" or m.group(1) == "%%"):
+    if words and words[0] in MAGIC_RULES and not words[0].startswith("--"):
         out.append((f"{prefix} {words[0]}", MAGIC_RULES[words[0]]))
     for word in words[1:]:
         option = word.split("=", 1)[0]

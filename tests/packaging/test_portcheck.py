@@ -67,7 +67,7 @@ def _nb(*cells: tuple[str, list[str]]) -> dict:
 def test_notebook_magics_cells_and_marks():
     nb = _nb(
         ("import trn_notebook\n%load_ext trn_notebook\n%trn device neuron --chip trn3", []),
-        ("%%trn compile --name block\ny = block(x)", []),
+        ("%%trn compile --name block --buckets x:1=pow2:16-256\ny = block(x)", []),
         ("trn_notebook.set_chip('trn2')  # imports carry over from earlier cells", [MARK_TAG]),
         ("%%bash\necho trn_notebook.set_chip", []),
         ("%trn ops\nprint(trn_notebook.get_executed_ops())\ndef broken(:", []),
@@ -75,12 +75,26 @@ def test_notebook_magics_cells_and_marks():
     report = port_check(nb)
     assert [(f.cell, f.line, f.name, f.marked) for f in report.findings] == [
         (0, 3, "%trn device --chip", False),
-        (1, 1, "%%trn compile", False),
+        (1, 1, "%%trn compile --buckets", False),
         (2, 1, "trn_notebook.set_chip", True),
     ]
     nb["cells"][0]["metadata"]["tags"] = nb["cells"][1]["metadata"]["tags"] = [MARK_TAG]
     assert port_check(nb).ok and "passes: 3 simulator-only uses" in str(port_check(nb))
     assert "ready for a Trn2" in str(port_check("import torch\nprint(1)\n"))
+    # a plain %%trn compile runs TorchNeuron's compiler on hardware; profile/ranks/shapes/explain are the simulator's
+    assert port_check(_nb(("%%trn compile --name block\ny = block(x)", []))).ok
+    names = [
+        f.name
+        for f in port_check(
+            _nb(
+                *[
+                    (c, [])
+                    for c in ("%%trn profile\nf()", "%%trn ranks 2\nf()", "%trn shapes", "%%trn eager --fusion\nf()")
+                ]
+            )
+        ).findings
+    ]
+    assert names == ["%%trn profile", "%%trn ranks", "%trn shapes", "%%trn eager --fusion"], names
 
 
 def test_bad_input_is_a_clear_error(tmp_path):
