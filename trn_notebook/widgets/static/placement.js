@@ -30,10 +30,16 @@ function catClass(category) {
   return "trn-cat-" + (KNOWN.has(category) ? category : "other");
 }
 
+// A figure the live backend does not measure arrives as text ("not measured", "n/a"): shown as sent.
+function measuredOr(v, format) {
+  if (v === null || v === undefined) return "n/a";
+  return typeof v === "number" ? format(v) : String(v);
+}
+
 function cell(row, key) {
   const v = row[key];
-  if (key === "host_ms" || key === "modeled_ms") return Number(v).toFixed(3);
-  if (key === "bytes") return fmtBytes(Number(v));
+  if (key === "host_ms" || key === "modeled_ms") return measuredOr(v, (x) => x.toFixed(3));
+  if (key === "bytes") return measuredOr(v, fmtBytes);
   return v;
 }
 
@@ -128,9 +134,9 @@ function render({ model, el: root }) {
       op: (t.ops ?? 0) + " ops",
       category: "",
       calls: t.calls ?? 0,
-      host_ms: Number(t.host_ms ?? 0).toFixed(3),
-      modeled_ms: Number(t.modeled_ms ?? 0).toFixed(3),
-      bytes: fmtBytes(Number(t.bytes ?? 0)),
+      host_ms: measuredOr(t.host_ms ?? 0, (x) => x.toFixed(3)),
+      modeled_ms: measuredOr(t.modeled_ms ?? 0, (x) => x.toFixed(3)),
+      bytes: measuredOr(t.bytes ?? 0, fmtBytes),
       source: "",
     };
     for (const [key] of COLUMNS) tr.append(el("td", null, values[key]));
