@@ -64,10 +64,29 @@ def set_cost_constants(**changes: float) -> CostConstants:
 
 def roofline_seconds(chip: ChipSpec, flops: float, nbytes: float, dtype: torch.dtype) -> float:
     """Device time of a kernel doing ``flops`` and moving ``nbytes`` through HBM, without launch cost."""
-    c = _constants
-    compute = flops / (chip.device_peak_flops(dtype) * c.compute_efficiency)
-    memory = nbytes / chip.device_hbm_bandwidth
+    peak, bandwidth = roofline_rates(chip, dtype)
+    compute = flops / peak
+    memory = nbytes / bandwidth
     return compute if compute > memory else memory
+
+
+_rates: dict[torch.dtype, tuple[float, float]] = {}
+_rates_of: list[object] = [None, None]  # the chip and constants the cached rates were computed for
+
+
+def roofline_rates(chip: ChipSpec, dtype: torch.dtype) -> tuple[float, float]:
+    """The roofline's divisors for ``dtype``: (peak FLOP/s × compute efficiency, HBM bytes/s) of one
+    logical core; cached until the chip or the cost constants change (the eager hot path reads them)."""
+    if _rates_of[0] is not chip or _rates_of[1] is not _constants:
+        _rates.clear()
+        _rates_of[:] = [chip, _constants]
+    rates = _rates.get(dtype)
+    if rates is None:
+        rates = _rates[dtype] = (
+            chip.device_peak_flops(dtype) * _constants.compute_efficiency,
+            chip.device_hbm_bandwidth,
+        )
+    return rates
 
 
 def transfer_seconds(nbytes: float) -> float:
