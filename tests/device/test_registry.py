@@ -89,3 +89,16 @@ def test_autocast_classes_come_from_records():
         a = torch.ones(4, 4, device=N)
         assert (a @ a).dtype == torch.bfloat16
         assert torch.softmax(a, -1).dtype == torch.float32
+
+
+def test_host_cost_of_a_fallback_is_a_field_of_its_record():
+    from trn_notebook.device import costmodel
+    from trn_notebook.device.registry import cubic_flops, sort_flops
+
+    assert registry.get("sort").host_flops is sort_flops and registry.get("linalg_qr").host_flops is cubic_flops
+    assert registry.rule("argsort").host_flops is sort_flops  # a composite's record: category still from tags
+    x, m = torch.empty(4, 8), torch.empty(3, 5, 5)
+    assert costmodel.host_flops("sort", [x], [x]) == 32 * 3.0  # n·log2(8) per row
+    assert costmodel.host_flops("linalg_inv_ex", [m], [m]) == 2.0 * 3 * 5 * 5 * 5
+    assert costmodel.host_flops("add", [x, x], [x]) == 64.0  # no host cost function: the device estimate
+    assert not hasattr(costmodel, "_SORTS") and not hasattr(costmodel, "_CUBIC")

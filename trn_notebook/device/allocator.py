@@ -40,6 +40,7 @@ LARGE_SEGMENT_THRESHOLD = 10 * MiB
 ROUND_LIMIT = 16 * MiB
 LARGE_CLASS = 128 * KiB
 TIMELINE_CAPACITY = 4_096
+_perf = time.perf_counter
 
 
 def round_size(nbytes: int) -> int:
@@ -200,17 +201,23 @@ class CachingAllocator:
     # -- public: the only way in and out -------------------------------------------------------
     def malloc(self, nbytes: int) -> Block:
         """Reserve a block for ``nbytes``; raises :class:`OutOfDeviceMemory` with figures if HBM is full."""
-        size = round_size(nbytes)
+        size = MIN_BLOCK if nbytes <= MIN_BLOCK else round_size(nbytes)
         small = size < SMALL_REQUEST
         with self.lock:
             if nbytes >= SMALL_REQUEST:
                 self._check_host(nbytes)
             pool = self._pools[small]
-            block = pool.take(size)
-            if block is None:
-                block = self._new_segment_block(size, small, nbytes)
-            if block.size - size >= (MIN_BLOCK if small else SMALL_REQUEST):
-                self._split(block, size, pool)
+            stack = pool.free.get(size)
+            if stack is not None:  # an exact-size cached block (a training loop's steady state; _Pool.take inlined)
+                block = stack.pop()
+                if not stack:
+                    del pool.free[size]
+                    pool.sizes.pop(bisect.bisect_left(pool.sizes, size))
+            else:
+                taken = pool.take(size)
+                block = taken if taken is not None else self._new_segment_block(size, small, nbytes)
+                if block.size - size >= (MIN_BLOCK if small else SMALL_REQUEST):
+                    self._split(block, size, pool)
             block.free = False
             block.requested = nbytes
             block.segment.used += block.size
@@ -223,7 +230,10 @@ class CachingAllocator:
             if c.active > c.peak_active:
                 c.peak_active = c.active
             self._phase_peak()
-            self._sample()
+            now = _perf() - self._t0
+            if now - self._last_sample >= self.sample_interval_s:
+                self._last_sample = now
+                self.timeline.append((now, c.allocated, c.active, c.reserved, self.phase))
             if self.observer is not None:
                 self.observer("alloc", block.addr, block.size, nbytes)
             return block
@@ -234,16 +244,26 @@ class CachingAllocator:
             if block.free:
                 return
             c = self.counters
-            c.allocated -= block.size
+            size = block.size
+            c.allocated -= size
             c.active -= block.requested
             c.num_frees += 1
-            block.segment.used -= block.size
+            block.segment.used -= size
             block.free = True
             if self.observer is not None:
-                self.observer("free_completed", block.addr, block.size, block.requested)
+                self.observer("free_completed", block.addr, size, block.requested)
             block.requested = 0
-            self._pools[block.segment.small].push(block)
-            self._sample()
+            pool = self._pools[block.segment.small]
+            stack = pool.free.get(size)  # _Pool.push and _sample inlined (once per dying eager tensor)
+            if stack is None:
+                pool.free[size] = [block]
+                bisect.insort(pool.sizes, size)
+            else:
+                stack.append(block)
+            now = _perf() - self._t0
+            if now - self._last_sample >= self.sample_interval_s:
+                self._last_sample = now
+                self.timeline.append((now, c.allocated, c.active, c.reserved, self.phase))
 
     def empty_cache(self) -> int:
         """Release every segment with no live block; returns the bytes released."""
@@ -381,7 +401,7 @@ class CachingAllocator:
             peaks["reserved"] = c.reserved
 
     def _sample(self, force: bool = False) -> None:
-        now = time.perf_counter() - self._t0
+        now = _perf() - self._t0
         if force or now - self._last_sample >= self.sample_interval_s:
             self._last_sample = now
             c = self.counters

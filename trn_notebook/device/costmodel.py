@@ -64,10 +64,29 @@ def set_cost_constants(**changes: float) -> CostConstants:
 
 def roofline_seconds(chip: ChipSpec, flops: float, nbytes: float, dtype: torch.dtype) -> float:
     """Device time of a kernel doing ``flops`` and moving ``nbytes`` through HBM, without launch cost."""
-    c = _constants
-    compute = flops / (chip.device_peak_flops(dtype) * c.compute_efficiency)
-    memory = nbytes / chip.device_hbm_bandwidth
+    peak, bandwidth = roofline_rates(chip, dtype)
+    compute = flops / peak
+    memory = nbytes / bandwidth
     return compute if compute > memory else memory
+
+
+_rates: dict[torch.dtype, tuple[float, float]] = {}
+_rates_of: list[object] = [None, None]  # the chip and constants the cached rates were computed for
+
+
+def roofline_rates(chip: ChipSpec, dtype: torch.dtype) -> tuple[float, float]:
+    """The roofline's divisors for ``dtype``: (peak FLOP/s × compute efficiency, HBM bytes/s) of one
+    logical core; cached until the chip or the cost constants change (the eager hot path reads them)."""
+    if _rates_of[0] is not chip or _rates_of[1] is not _constants:
+        _rates.clear()
+        _rates_of[:] = [chip, _constants]
+    rates = _rates.get(dtype)
+    if rates is None:
+        rates = _rates[dtype] = (
+            chip.device_peak_flops(dtype) * _constants.compute_efficiency,
+            chip.device_hbm_bandwidth,
+        )
+    return rates
 
 
 def transfer_seconds(nbytes: float) -> float:
@@ -78,25 +97,13 @@ def transfer_seconds(nbytes: float) -> float:
     return c.transfer_latency_s + nbytes / c.transfer_bandwidth
 
 
-_SORTS = frozenset({"sort", "argsort", "topk", "kthvalue", "msort", "median", "nanmedian", "mode", "unique"})
-
-
 def host_flops(name: str, inputs: list[torch.Tensor], outputs: list[torch.Tensor]) -> float:
-    """Approximate FLOPs of a CPU-fallback op on the host: sorts ``n log n``, linear algebra ``2·m·n·k``."""
-    if name.startswith(("sort", "_unique", "unique")) or name in _SORTS:
-        t = max(inputs, key=lambda x: x.numel(), default=None)
-        if t is None or t.numel() == 0:
-            return 0.0
-        n = t.shape[-1] if t.dim() else 1
-        return float(t.numel()) * max(1.0, math.log2(max(n, 2)))
-    if "linalg" in name or name in _CUBIC:
-        mats = [t for t in inputs if t.dim() >= 2]
-        if mats:
-            a = mats[0]
-            m, n = a.shape[-2], a.shape[-1]
-            batch = a.numel() // max(m * n, 1)
-            return 2.0 * batch * m * n * min(m, n)
-    return estimate_flops(name, inputs, outputs)
+    """Approximate FLOPs of a CPU-fallback op on the host: its record's ``host_flops`` (sorts ``n log n``,
+    linear algebra ``2·m·n·k``), else the device estimate (:func:`estimate_flops`)."""
+    fn = policy.rule(name).host_flops
+    if fn is None:
+        return estimate_flops(name, inputs, outputs)
+    return fn([t.shape for t in inputs], sum(o.numel() for o in outputs))
 
 
 def host_compute_seconds(name: str, inputs: list[torch.Tensor], outputs: list[torch.Tensor]) -> float:
@@ -113,11 +120,6 @@ def fallback_seconds(name: str, inputs: list[torch.Tensor], outputs: list[torch.
     in_bytes = sum(t.nbytes for t in inputs)
     out_bytes = sum(t.nbytes for t in outputs)
     return transfer_seconds(in_bytes) + transfer_seconds(out_bytes) + host_compute_seconds(name, inputs, outputs)
-
-
-_CUBIC = frozenset(
-    {"triangular_solve", "cholesky_solve", "lu_unpack", "geqrf", "ormqr", "cholesky_inverse", "_linalg_det"}
-)
 
 
 def estimate_flops(name: str, inputs: list[torch.Tensor], outputs: list[torch.Tensor]) -> float:

@@ -30,6 +30,7 @@ from .runtime import cached_host_view, host_view, rebind, state, wrap
 
 _perf = time.perf_counter
 _Tensor = torch.Tensor
+_STRIDED = torch.strided
 _NUMBERS = (int, float, bool, complex)
 
 
@@ -46,9 +47,11 @@ _warned: set[str] = set()
 
 
 class _OpInfo:
-    __slots__ = ("category", "dtypes", "flops", "mutable", "name", "number_args", "reason", "version")
+    __slots__ = ("call", "category", "dtypes", "flops", "mutable", "name", "number_args", "op", "reason", "version")
 
     def __init__(self, op: torch._ops.OpOverload) -> None:
+        self.op = op
+        self.call = getattr(op, "_op", op)  # what OpOverload.__call__ calls
         schema = op._schema
         name = schema.name.split("::", 1)[-1]
         self.name = name
@@ -110,6 +113,27 @@ def run_op(op: torch._ops.OpOverload, *args: Any, **kwargs: Any) -> Any:
     info = _infos.get(op)
     if info is None or info.version != policy.version:
         info = op_info(op)
+    return _run(info, args, kwargs)
+
+
+class DirectKernel:
+    """The PrivateUse1 kernel of one hot overload: :func:`run_op` with the op's facts held, not looked up."""
+
+    __slots__ = ("info", "op")
+
+    def __init__(self, op: torch._ops.OpOverload) -> None:
+        self.op = op
+        self.info: _OpInfo | None = None  # filled on the first call (the registry may change before)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        info = self.info
+        if info is None or info.version != policy.version:
+            info = self.info = op_info(self.op)
+        return _run(info, args, kwargs)
+
+
+def _run(info: _OpInfo, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    op = info.op
     category = info.category
     if category == "unsupported":
         raise _unsupported(info)
@@ -208,7 +232,7 @@ def run_op(op: torch._ops.OpOverload, *args: Any, **kwargs: Any) -> Any:
             "mode is on; run it on the CPU explicitly or turn strict mode off (%%trn eager without --strict)"
         )
     try:
-        out = op(*hargs, **kwargs)
+        out = info.call(*hargs, **kwargs)  # the overload's C++ callable: OpOverload.__call__ without its frame
     except NotImplementedError as exc:  # the CPU kernel lacks this dtype (e.g. histc on int32)
         out = _missing_cpu_dtype(op, info, hargs, kwargs, exc)
     except RuntimeError as exc:  # a wrapped Python scalar arrives unwrapped, and this op takes no numbers
@@ -220,9 +244,20 @@ def run_op(op: torch._ops.OpOverload, *args: Any, **kwargs: Any) -> Any:
             moved = h.untyped_storage().data_ptr() != n.untyped_storage().data_ptr()
             if moved or h.shape != n.shape or h.stride() != n.stride() or h.storage_offset() != n.storage_offset():
                 rebind(n, h)  # resized (out= tensors), possibly within the same storage (e.g. to 0 elements)
-    result = _to_device(out, pairs)
+    if type(out) is _Tensor and out.is_cpu and out.layout is _STRIDED and not out.is_quantized:
+        for h, n in pairs:  # _to_device for the common case: one dense host result
+            if out is h:
+                result = n
+                break
+        else:
+            result = wrap(out)
+    else:
+        result = _to_device(out, pairs)
     if state.accounting:
-        _account(info, category, result, pairs, in_bytes, dtype, _perf() - t0)
+        if category == "native":
+            _account_native(info, result, pairs, in_bytes, dtype, _perf() - t0)
+        else:
+            _account(info, category, result, pairs, in_bytes, dtype, _perf() - t0)
     return result
 
 
@@ -311,6 +346,56 @@ def _out_tensors(result: Any) -> list[torch.Tensor]:
     return []
 
 
+def _account_native(
+    info: _OpInfo,
+    result: Any,
+    pairs: list[tuple[torch.Tensor, torch.Tensor]],
+    in_bytes: int,
+    dtype: torch.dtype | None,
+    wall_s: float,
+) -> None:
+    """Charge a native op: its roofline device time plus launch on the clocks, one call in the placement log."""
+    if type(result) is _Tensor:  # one result: no list to build
+        outs = None
+        out_bytes = result.nbytes
+    else:
+        outs = _out_tensors(result)
+        out_bytes = 0
+        for o in outs:
+            out_bytes += o.nbytes
+    dt = dtype or torch.float32
+    if info.flops is not None:  # the op's cost function from its record (matmul-class)
+        out_numel = 0
+        for o in outs if outs is not None else (result,):
+            out_numel += o.numel()
+        flops = info.flops([n.shape for _, n in pairs], out_numel)
+    else:  # pointwise/reduction: ~one op per element of the larger side
+        flops = (in_bytes if in_bytes > out_bytes else out_bytes) / dt.itemsize
+    peak, bandwidth = costmodel.roofline_rates(state.chip, dt)  # costmodel.roofline_seconds, inlined
+    compute = flops / peak
+    memory = (in_bytes + out_bytes) / bandwidth
+    device_s = compute if compute > memory else memory
+    consts = costmodel._constants
+    cfg = _config._current
+    st = clocks.state
+    launch = consts.eager_launch_s
+    fused = False
+    if cfg.eager_fusion and not torch.are_deterministic_algorithms_enabled():
+        if 0 < st.in_group < cfg.fusion_max_ops:
+            launch = 0.0
+            fused = True
+            st.in_group += 1
+        else:
+            st.in_group = 1
+            st.fused_groups += 1
+    device_s += launch
+    name = info.name
+    clocks.launch(name, device_s, consts.eager_host_dispatch_s, wall_s, fused=fused)
+    placement_log.record(name, "native", wall_s, device_s)
+    if cfg.launch_blocking:
+        clocks.sync("NEURON_LAUNCH_BLOCKING=1")
+
+
 def _account(
     info: _OpInfo,
     category: str,
@@ -328,35 +413,6 @@ def _account(
     out_bytes = 0
     for o in outs:
         out_bytes += o.nbytes
-    consts = costmodel._constants
-    if category == "native":
-        dt = dtype or torch.float32
-        if info.flops is not None:  # the op's cost function from its record (matmul-class)
-            out_numel = 0
-            for o in outs:
-                out_numel += o.numel()
-            flops = info.flops([n.shape for _, n in pairs], out_numel)
-        else:  # pointwise/reduction: ~one op per element of the larger side
-            flops = (in_bytes if in_bytes > out_bytes else out_bytes) / dt.itemsize
-        device_s = costmodel.roofline_seconds(state.chip, flops, in_bytes + out_bytes, dt)
-        cfg = _config._current
-        st = clocks.state
-        launch = consts.eager_launch_s
-        fused = False
-        if cfg.eager_fusion and not torch.are_deterministic_algorithms_enabled():
-            if 0 < st.in_group < cfg.fusion_max_ops:
-                launch = 0.0
-                fused = True
-                st.in_group += 1
-            else:
-                st.in_group = 1
-                st.fused_groups += 1
-        device_s += launch
-        clocks.launch(name, device_s, consts.eager_host_dispatch_s, wall_s, fused=fused)
-        placement_log.record(name, "native", wall_s, device_s)
-        if cfg.launch_blocking:
-            clocks.sync("NEURON_LAUNCH_BLOCKING=1")
-        return
     # cpu_fallback: the host waits for the device, copies inputs out, computes, copies results back.
     if name not in _warned:
         _warned.add(name)

@@ -11,8 +11,8 @@ free, instead of letting the host's OOM killer end the kernel. Where none of the
 
 from __future__ import annotations
 
+import os
 import time
-from pathlib import Path
 
 MiB = 1 << 20
 RESERVE = 512 * MiB  # left to Python, the notebook and the OS when the simulated device is refused
@@ -24,20 +24,29 @@ _CGROUPS = (
 _NO_LIMIT = 1 << 60
 
 
+def _read(path: str) -> bytes:
+    """The bytes of a small /proc or /sys file (``os.read``: a third of ``Path.read_text``'s cost on sysfs)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return os.read(fd, 1 << 16)
+    finally:
+        os.close(fd)
+
+
 def _read_int(path: str) -> int | None:
     try:
-        text = Path(path).read_text().strip()
+        text = _read(path).strip()
     except OSError:
         return None
-    return _NO_LIMIT if text == "max" else int(text) if text.isdigit() else None
+    return _NO_LIMIT if text == b"max" else int(text) if text.isdigit() else None
 
 
 def available_bytes() -> int | None:
     """Bytes the host can still give this process (None when unknown)."""
     found: list[int] = []
     try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
+        for line in _read("/proc/meminfo").splitlines():
+            if line.startswith(b"MemAvailable:"):
                 found.append(int(line.split()[1]) * 1024)
                 break
     except (OSError, ValueError, IndexError):

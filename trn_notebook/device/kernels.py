@@ -6,14 +6,13 @@ Everything else goes through the boxed fallback (:func:`trn_notebook.device.disp
 
 from __future__ import annotations
 
-import functools
 import time
 from typing import Any
 
 import torch
 
 from . import config as _config
-from .dispatch import _reject_dtype, flags, record_sync, record_transfer, run_op
+from .dispatch import DirectKernel, _reject_dtype, flags, record_sync, record_transfer, run_op
 from .policy import REJECTED_DTYPES, registry
 from .runtime import _CPU_KEYSET, _set_storage, empty, host_storage, host_view, new_storage
 
@@ -313,6 +312,6 @@ def register_kernels(lib: torch.library.Library) -> list[str]:
         base, _, overload = name.partition(".")
         packet = getattr(torch.ops.aten, base)
         op = getattr(packet, overload or "default")
-        lib.impl(name, functools.partial(run_op, op), "PrivateUse1")
+        lib.impl(name, DirectKernel(op), "PrivateUse1")
         names.append(name)
     return names

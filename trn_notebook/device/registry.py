@@ -13,6 +13,8 @@ One :class:`OpRecord` per ATen base op (``"mm"``, ``"add_"``, ``"_softmax"``) ho
 * ``flops`` — its cost function ``(input shapes, output elements) -> FLOPs`` for matmul-class
   ops, read by the eager cost model and the compiler's schedule; ``None`` means "bandwidth-bound":
   the eager model charges the bytes and the compiler uses its IR kind's default;
+* ``host_flops`` — its cost function on the host CPU when it falls back (sorts ``n log n``, linear
+  algebra ``2·m·n·k``), read by the fallback cost model; ``None`` uses the device estimate;
 * ``autocast`` — ``"lower"`` (runs in the autocast dtype) or ``"float32"`` under ``torch.autocast``;
 * ``direct`` — overloads registered as direct PrivateUse1 kernels (hot ops skip the ``.out`` detour;
   some composite kernels round differently from the CPU's) instead of the boxed fallback;
@@ -29,6 +31,7 @@ The records are in :mod:`.op_table`; adding an op is one ``op(...)`` line there 
 from __future__ import annotations
 
 import dataclasses
+import math
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -108,6 +111,29 @@ def sdpa_flops(ins: Shapes, out_numel: int) -> float:
     return 4.0 * _numel(ins[0]) * ins[1][-2]
 
 
+def sort_flops(ins: Shapes, out_numel: int) -> float:
+    """Host cost of sorts, selections and ``unique``: n·log2(n) over the largest input's last dimension."""
+    if not ins:
+        return 0.0
+    big = max(ins, key=_numel)
+    total = _numel(big)
+    if total == 0:
+        return 0.0
+    n = big[-1] if len(big) else 1
+    return float(total) * max(1.0, math.log2(max(n, 2)))
+
+
+def cubic_flops(ins: Shapes, out_numel: int) -> float:
+    """Host cost of factorizations, solves and inverses: 2·batch·m·n·min(m, n) of the first matrix input
+    (no matrix input: one FLOP per element of the larger side)."""
+    for s in ins:
+        if len(s) >= 2:
+            m, n = s[-2], s[-1]
+            batch = _numel(s) // max(m * n, 1)
+            return 2.0 * batch * m * n * min(m, n)
+    return float(max(out_numel, sum(_numel(s) for s in ins)))
+
+
 def sdpa_backward_flops(ins: Shapes, out_numel: int) -> float:
     """Twice the forward: 8 · |q| · keys (grad_out, query, key, value first)."""
     if len(ins) < 4:
@@ -124,6 +150,9 @@ class OpRecord:
     reason: str = ""
     dtypes: frozenset[torch.dtype] = NATIVE_DTYPES
     flops: FlopsFn | None = None
+    host_flops: FlopsFn | None = (
+        None  # FLOPs on the host CPU when it runs as a CPU fallback (None: ``flops``'s estimate)
+    )
     autocast: AutocastClass | None = None
     autocast_overload: str = ""  # "" = every overload
     direct: tuple[str, ...] = ()

@@ -26,6 +26,7 @@ _set_storage = torch.ops.aten.set_.source_Storage_storage_offset._handle.redispa
 _construct_storage = torch._C._construct_storage_from_data_pointer
 _create_empty = torch._C._acc.create_empty_tensor
 _lock = threading.RLock()
+_EMPTY = (0,)
 
 # data_ptr of a live neuron storage -> [host UntypedStorage, weakref to the neuron storage, Block | None,
 #                                      {geometry: cached read-only-metadata CPU view}]
@@ -93,7 +94,9 @@ class _StorageRef(weakref.ref):  # type: ignore[type-arg]
 
 
 def _on_storage_death(ref: _StorageRef) -> None:
-    _release(ref.ptr)
+    entry = _owners.pop(ref.ptr, None)  # _release, inlined: runs once per dying eager result
+    if entry is not None and entry[2] is not None:
+        allocator.free(entry[2])
 
 
 def _storage_ref(st: torch.UntypedStorage, ptr: int) -> _StorageRef:
@@ -132,11 +135,20 @@ def wrap(cpu: torch.Tensor) -> torch.Tensor:
             f"neuron holds only strided (dense) tensors, this result is {cpu.layout}: keep sparse tensors on "
             "the CPU (x.cpu().to_sparse()) or use dense ones (.to_dense())"
         ) from exc
-    entry = _owners.get(host.data_ptr())
+    ptr = host.data_ptr()
+    entry = _owners.get(ptr)
     st = entry[1]() if entry is not None else None
-    if st is None:
-        st = new_storage(host)
-    t = _create_empty((0,), cpu.dtype)
+    if st is None:  # new_storage inlined: a fresh result is the common case of every eager op
+        nbytes = host.nbytes()
+        if nbytes == 0 or ptr == 0:
+            st = _construct_storage(0, DEVICE, 0)
+        else:
+            block = allocator.malloc(nbytes) if state.accounting else None
+            st = _construct_storage(ptr, DEVICE, nbytes)
+            ref = _StorageRef(st, _on_storage_death)
+            ref.ptr = ptr
+            _owners[ptr] = [host, ref, block, None]
+    t = _create_empty(_EMPTY, cpu.dtype)
     _set_storage(_CPU_KEYSET, t, st, cpu.storage_offset(), cpu.size(), cpu.stride())
     if cpu.is_conj() or cpu.is_neg():  # lazy conjugate/negative views (e.g. fft.ifft results)
         _copy_math_bits(cpu, t)
