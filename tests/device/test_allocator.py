@@ -67,6 +67,10 @@ def test_invariants_hold_under_random_alloc_free(ops):
         alloc.check_invariants()
         c = alloc.counters
         assert c.active == sum(b.requested for b in live)
+        layout = alloc.layout()  # the public view of segments and blocks agrees with the counters
+        assert sum(size for _, size, _, _ in layout) == c.reserved
+        assert sum(sum(b[1] for b in blocks if not b[3]) for *_, blocks in layout) == c.allocated
+        assert sorted(b[0] for *_, blocks in layout for b in blocks if not b[3]) == sorted(b.addr for b in live)
     for b in live:
         alloc.free(b)
     alloc.check_invariants()

@@ -422,10 +422,11 @@ class CachingAllocator:
                 self.phase = previous
                 self._sample(force=True)
 
-    def segments(self) -> list[tuple[int, int, bool, int]]:
-        """Live segments as ``(addr, size, small_pool, used_bytes)``."""
+    def layout(self) -> list[tuple[int, int, bool, tuple[tuple[int, int, int, bool], ...]]]:
+        """Live segments as ``(addr, size, small_pool, blocks)``, blocks as ``(addr, size, requested, free)``."""
         with self.lock:
-            return [(s.addr, s.size, s.small, s.used) for s in self._segments]
+            return [(s.addr, s.size, s.small, tuple((b.addr, b.size, b.requested, b.free) for b in _blocks(s)))
+                    for s in self._segments]  # fmt: skip
 
     def check_invariants(self) -> None:
         """Raise ``AssertionError`` if the counters disagree with the segment/block structure."""
@@ -434,13 +435,8 @@ class CachingAllocator:
             reserved = sum(s.size for s in self._segments)
             allocated = 0
             for seg in self._segments:
-                total, b = 0, seg.head
-                while b is not None:
-                    total += b.size
-                    if not b.free:
-                        allocated += b.size
-                    b = b.next
-                assert total == seg.size, "blocks do not tile their segment"
+                assert sum(b.size for b in _blocks(seg)) == seg.size, "blocks do not tile their segment"
+                allocated += sum(b.size for b in _blocks(seg) if not b.free)
             assert reserved == c.reserved, (reserved, c.reserved)
             assert allocated == c.allocated, (allocated, c.allocated)
             assert c.reserved >= c.allocated >= c.active >= 0

@@ -148,25 +148,23 @@ def _snapshot(device: Any = None) -> dict[str, Any]:
         raise RuntimeError(NOT_RECORDING)
     segments = []
     with allocator.lock:
-        for seg in allocator._segments:
+        for seg_addr, seg_size, small, layout in allocator.layout():  # the trace below is taken under the same lock
             blocks = []
-            b = seg.head
             allocated = active = requested = 0
-            while b is not None:
-                state = "inactive" if b.free else "active_allocated"
-                if not b.free:
-                    allocated += b.size
-                    active += b.size
-                    requested += b.requested
+            for addr, size, req, free in layout:
+                state = "inactive" if free else "active_allocated"
+                if not free:
+                    allocated += size
+                    active += size
+                    requested += req
                 blocks.append(
-                    {"address": b.addr, "size": b.size, "requested_size": b.requested, "state": state,
-                     "frames": [] if b.free else history.block_frames.get(b.addr, []),
-                     "owner": "" if b.free else history.block_owner.get(b.addr, "")}
+                    {"address": addr, "size": size, "requested_size": req, "state": state,
+                     "frames": [] if free else history.block_frames.get(addr, []),
+                     "owner": "" if free else history.block_owner.get(addr, "")}
                 )  # fmt: skip
-                b = b.next
             segments.append(
-                {"device": 0, "address": seg.addr, "total_size": seg.size, "stream": 0,
-                 "segment_type": "small" if seg.small else "large", "segment_pool_id": (0, 0),
+                {"device": 0, "address": seg_addr, "total_size": seg_size, "stream": 0,
+                 "segment_type": "small" if small else "large", "segment_pool_id": (0, 0),
                  "allocated_size": allocated, "active_size": active, "requested_size": requested,
                  "is_expandable": False, "frames": [], "blocks": blocks}
             )  # fmt: skip
