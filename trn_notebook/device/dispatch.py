@@ -257,7 +257,7 @@ def _run(info: _OpInfo, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if category == "native":
             _account_native(info, result, pairs, in_bytes, dtype, _perf() - t0)
         else:
-            _account(info, category, result, pairs, in_bytes, dtype, _perf() - t0)
+            _account_host(info, category, result, pairs, in_bytes, dtype, _perf() - t0)
     return result
 
 
@@ -396,7 +396,7 @@ def _account_native(
         clocks.sync("NEURON_LAUNCH_BLOCKING=1")
 
 
-def _account(
+def _account_host(
     info: _OpInfo,
     category: str,
     result: Any,
@@ -405,6 +405,7 @@ def _account(
     dtype: torch.dtype | None,
     wall_s: float,
 ) -> None:
+    """Charge a host_only op (host wall only) or a CPU fallback (sync, copies both ways, modeled host compute)."""
     name = info.name
     if category == "host_only":
         placement_log.record(name, "host_only", wall_s, 0.0)
