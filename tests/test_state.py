@@ -9,6 +9,7 @@ import torch
 
 import trn_notebook
 from trn_notebook import state
+from trn_notebook.backends.simulator import placement_of
 
 N = "neuron"
 
@@ -45,13 +46,18 @@ def test_aggregations_are_computed_on_the_snapshot(fresh_device):
     (a + a).sum()
     torch.linalg.inv(a)  # a documented CPU fallback
     snap = state.snapshot().placement
-    calls = snap.calls_by_category
+    p = placement_of(snap)  # the one aggregating type, as every view reads it
+    calls = p.calls_by_category
     assert calls["native"] == sum(e.calls for e in snap.values() if e.category == "native")
     assert calls["cpu_fallback"] == snap["linalg_inv_ex"].calls == 1
-    assert 0 < snap.fallback_share < 1
-    assert snap.fallback_share == pytest.approx(snap.fallback_s / snap.device_s)
-    assert snap.bytes_moved == sum(e.h2d + e.d2h for e in snap.values()) > 0
-    assert trn_notebook.placement_summary()["calls"] == calls
+    assert 0 < p.fallback_share < 1
+    assert p.fallback_share == pytest.approx(p.fallback_ms / p.device_ms)
+    assert p.device_ms == pytest.approx(1e3 * sum(e.device_s for e in snap.values()))
+    assert p.bytes_moved == sum(e.h2d + e.d2h for e in snap.values()) > 0
+    assert [op for op, _ in p.fallbacks] == ["aten::linalg_inv_ex"]
+    summary = trn_notebook.placement_summary()
+    assert summary["calls"] == calls and summary["fallback_share"] == pytest.approx(p.fallback_share)
+    assert not hasattr(snap, "calls_by_category")  # aggregations live in one place
 
 
 def test_reset_clears_what_an_exercise_needs_and_keeps_live_tensors(fresh_compiler):

@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 from . import backends
 from .backends.base import NOT_MEASURED, shown
+from .backends.simulator import placement_of
 from .device.allocator import allocator_timeline_columns
 from .device.clocks import clocks
-from .device.placement import PlacementEntry, PlacementSnapshot, placement_log
+from .device.placement import PlacementEntry, placement_log
 from .device.runtime import allocator
 
 if TYPE_CHECKING:
@@ -57,7 +58,7 @@ def op_table(snapshot: Mapping[str, PlacementEntry] | None = None) -> pd.DataFra
 
 def placement_summary(snapshot: Mapping[str, PlacementEntry] | None = None) -> dict[str, Any]:
     """Calls and distinct ops by category, modeled time, the share of it spent in CPU fallbacks, bytes
-    moved, and the clocks (aggregations of :class:`~trn_notebook.device.placement.PlacementSnapshot`).
+    moved, and the clocks (aggregations of the backend-neutral :class:`~trn_notebook.backends.base.Placement`).
 
     Modeled time is the cost model's: device kernels and copies for native ops, modeled copies plus
     modeled host compute for fallbacks (``modeled_s``; ``device_s`` is the same figure).
@@ -74,18 +75,18 @@ def placement_summary(snapshot: Mapping[str, PlacementEntry] | None = None) -> d
             "fallback_pct": NOT_MEASURED,
             "clocks": backends.NA,
         }
-    snap = placement_log.snapshot() if snapshot is None else snapshot
-    if not isinstance(snap, PlacementSnapshot):
-        snap = PlacementSnapshot(dict(snap))
+    p = placement_of(placement_log.snapshot() if snapshot is None else snapshot)
+    modeled_s = (p.device_ms or 0.0) / 1e3
+    share = p.fallback_share or 0.0
     return {
-        "calls": snap.calls_by_category,
-        "ops": snap.ops_by_category,
-        "device_s": snap.device_s,
-        "modeled_s": snap.device_s,
-        "fallback_s": snap.fallback_s,
-        "fallback_pct": 100.0 * snap.fallback_share,
-        "fallback_share": snap.fallback_share,
-        "bytes_moved": snap.bytes_moved,
+        "calls": p.calls_by_category,
+        "ops": p.ops_by_category,
+        "device_s": modeled_s,
+        "modeled_s": modeled_s,
+        "fallback_s": (p.fallback_ms or 0.0) / 1e3,
+        "fallback_pct": 100.0 * share,
+        "fallback_share": share,
+        "bytes_moved": p.bytes_moved,
         "clocks": clocks.snapshot(),
     }
 

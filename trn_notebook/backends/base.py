@@ -112,6 +112,13 @@ class Placement(Mapping[str, OpPlacement]):
         return sorted(op for op, row in self.rows.items() if row.category == "cpu_fallback")
 
     @cached_property
+    def fallbacks(self) -> list[tuple[str, OpPlacement]]:
+        """CPU-fallback ops, costliest first by modeled time (never by the laptop's wall time); by name
+        when costs are not measured."""
+        rows = [(op, r) for op, r in self.rows.items() if r.category == "cpu_fallback"]
+        return sorted(rows, key=lambda r: (r[1].device_ms or 0.0, r[0]), reverse=True)
+
+    @cached_property
     def host_ms(self) -> float | None:
         """Host milliseconds of every op (None when not measured)."""
         return sum(r.host_ms or 0.0 for r in self.rows.values()) if self.measured else None

@@ -5,8 +5,9 @@ device->host, and the user source line that issued it (the first call's; a CPU f
 The modeled seconds (column ``device_ms``) are the device kernel time for native ops and, for CPU
 fallbacks, the modeled copies both ways plus the modeled host compute (what the fallback adds to the critical path). The hot path updates plain lists in
 place; :meth:`PlacementLog.snapshot` turns them into frozen :class:`PlacementEntry` records inside
-a :class:`PlacementSnapshot`, whose aggregations (calls by category, fallback share, bytes moved)
-every view reads; nothing else counts ops.
+a :class:`PlacementSnapshot`. The aggregations (calls by category, fallback share, bytes moved) live
+in one place, the backend-neutral :class:`trn_notebook.backends.base.Placement` that the simulator
+backend builds from this snapshot; nothing else counts ops.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from functools import cached_property
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +30,6 @@ if TYPE_CHECKING:
 # PlacementEntry for readers written before it was typed.
 CATEGORY, CALLS, HOST_S, DEVICE_S, H2D, D2H, SOURCE = range(7)
 COLUMNS = ("op", "category", "calls", "host_ms", "device_ms", "bytes_h2d", "bytes_d2h", "source")
-CATEGORY_NAMES = ("native", "cpu_fallback", "unsupported", "host_only")
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +68,11 @@ class PlacementEntry:
 
 @dataclass(frozen=True, eq=False)
 class PlacementSnapshot(Mapping[str, PlacementEntry]):
-    """The placement log at one moment (or a window between two), by op; aggregations computed once."""
+    """The placement log at one moment (or a window between two), by op (seconds and bytes).
+
+    Aggregations are not here: ``trn_notebook.backends.simulator.placement_of(snapshot)`` gives the
+    :class:`~trn_notebook.backends.base.Placement` every view aggregates through.
+    """
 
     entries: dict[str, PlacementEntry] = field(default_factory=dict)
 
@@ -84,53 +87,6 @@ class PlacementSnapshot(Mapping[str, PlacementEntry]):
 
     def __repr__(self) -> str:
         return f"PlacementSnapshot({self.entries!r})"
-
-    @cached_property
-    def calls_by_category(self) -> dict[str, int]:
-        """Calls per category (every category present, zero if unused)."""
-        calls = dict.fromkeys(CATEGORY_NAMES, 0)
-        for e in self.entries.values():
-            calls[e.category] = calls.get(e.category, 0) + e.calls
-        return calls
-
-    @cached_property
-    def ops_by_category(self) -> dict[str, int]:
-        """Distinct ops per category."""
-        ops = dict.fromkeys(CATEGORY_NAMES, 0)
-        for e in self.entries.values():
-            ops[e.category] = ops.get(e.category, 0) + 1
-        return ops
-
-    @cached_property
-    def total_calls(self) -> int:
-        """Calls of every op."""
-        return sum(e.calls for e in self.entries.values())
-
-    @cached_property
-    def device_s(self) -> float:
-        """Modeled seconds of every op (fallbacks: copies plus host compute)."""
-        return sum(e.device_s for e in self.entries.values())
-
-    @cached_property
-    def fallback_s(self) -> float:
-        """Modeled seconds of the CPU fallbacks."""
-        return sum(e.device_s for e in self.entries.values() if e.category == "cpu_fallback")
-
-    @cached_property
-    def fallback_share(self) -> float:
-        """Share of the modeled time spent in CPU fallbacks (0 when nothing ran)."""
-        return self.fallback_s / self.device_s if self.device_s > 0 else 0.0
-
-    @cached_property
-    def bytes_moved(self) -> int:
-        """Bytes copied between host and device by every op."""
-        return sum(e.h2d + e.d2h for e in self.entries.values())
-
-    @cached_property
-    def fallbacks(self) -> list[tuple[str, PlacementEntry]]:
-        """CPU-fallback ops, costliest first by modeled time (never by the laptop's wall time)."""
-        rows = [(n, e) for n, e in self.entries.items() if e.category == "cpu_fallback"]
-        return sorted(rows, key=lambda r: (r[1].device_s, r[0]), reverse=True)
 
     def since(self, before: Mapping[str, PlacementEntry]) -> PlacementSnapshot:
         """This snapshot minus ``before`` (a per-cell window); ops with no new calls are dropped."""

@@ -20,9 +20,11 @@ from types import TracebackType
 import torch
 
 from .. import backends
+from ..backends.base import OpPlacement, Placement
+from ..backends.simulator import placement_of
 from ..device.clocks import clocks
 from ..device.config import override
-from ..device.placement import PlacementEntry, PlacementSnapshot, placement_log
+from ..device.placement import placement_log
 from ..device.runtime import allocator
 from ..results import Card, Result, Table, fmt_bytes, fmt_s
 from .eager_hw import HardwareEagerReport, HardwareEagerWindow
@@ -36,8 +38,8 @@ class EagerReport(Result):
     """What one eager block did on the device (all figures are differences over the block)."""
 
     label: str
-    ops: PlacementSnapshot
-    calls_by_category: dict[str, int]
+    ops: Placement
+    calls_by_category: dict[str, int | str]
     syncs: list[tuple[str, str]]
     sync_points: int
     launches: int
@@ -56,12 +58,12 @@ class EagerReport(Result):
     @property
     def modeled_s(self) -> float:
         """Modeled time of the block: device kernels and copies plus CPU fallbacks (copies + host compute)."""
-        return self.ops.device_s
+        return (self.ops.device_ms or 0.0) / 1e3
 
     @property
     def fallback_s(self) -> float:
         """Modeled time of the block's CPU fallbacks (copies both ways plus modeled host compute)."""
-        return self.ops.fallback_s
+        return (self.ops.fallback_ms or 0.0) / 1e3
 
     def modeled_text(self) -> str:
         """``8.1 ms = device 6.0 ms + CPU fallbacks 2.1 ms (26%)``."""
@@ -73,7 +75,7 @@ class EagerReport(Result):
         """Launches, and with fusion how many device ops they covered."""
         return _launch_text(self.launches, self.fused_groups, self.fusion)
 
-    def fallbacks(self) -> list[tuple[str, PlacementEntry]]:
+    def fallbacks(self) -> list[tuple[str, OpPlacement]]:
         """CPU-fallback ops of the block, costliest first (by modeled cost)."""
         return self.ops.fallbacks
 
@@ -83,7 +85,7 @@ class EagerReport(Result):
         card = Card(
             f"{self.label}{' (failed)' if self.failed else ''}",
             [
-                ("ops", f"{len(self.ops)} distinct, {sum(c.values())} calls"),
+                ("ops", f"{len(self.ops)} distinct, {self.ops.total_calls} calls"),
                 (
                     "placement (calls)",
                     f"native {c.get('native', 0)} · fallback {c.get('cpu_fallback', 0)} · "
@@ -111,11 +113,11 @@ class EagerReport(Result):
                     ["op", "calls", "modeled ms", "wall ms", "bytes moved", "source"],
                     [
                         (
-                            f"aten::{n}",
+                            n,
                             e.calls,
-                            f"{e.device_s * 1e3:.3f}",
-                            f"{e.host_s * 1e3:.3f}",
-                            fmt_bytes(e.bytes_moved),
+                            f"{e.device_ms or 0.0:.3f}",
+                            f"{e.host_ms or 0.0:.3f}",
+                            fmt_bytes(e.bytes_moved or 0),
                             e.source,
                         )
                         for n, e in falls[:TOP_FALLBACKS]
@@ -191,7 +193,7 @@ class EagerWindow:
             return
         wall = time.perf_counter() - self._t0
         window = clocks.snapshot().since(self._clocks)
-        ops = placement_log.snapshot().since(self._ops)
+        ops = placement_of(placement_log.snapshot().since(self._ops))
         self._memory_scope.__exit__(None, None, None)
         if self.on_device and torch.get_default_device().type in ("privateuseone", "neuron"):
             torch.set_default_device(self._prev_device)
