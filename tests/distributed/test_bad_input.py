@@ -46,6 +46,7 @@ def test_a_hung_collective_times_out_with_a_clear_message_and_no_zombie():
     assert info.value.location.endswith(f"workers.py:{_line_of('HANG-LINE')}")  # the rank and its line
     assert "other ranks were stopped" in str(info.value)
     assert "timed out" in str(info.value).lower() and "a peer never joined" in str(info.value)
+    assert f"rank 1 was at workers.py:{_line_of('STUCK-LINE')} in hangs_on_rank_1" in str(info.value)  # the peer
     assert _children() == []
 
 

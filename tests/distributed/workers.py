@@ -278,5 +278,5 @@ def hangs_on_rank_1(rank: int, world: int) -> None:
     import time
 
     if rank == 1:
-        time.sleep(600)
+        time.sleep(600)  # STUCK-LINE
     dist.all_reduce(torch.ones(2, device="neuron"))  # HANG-LINE

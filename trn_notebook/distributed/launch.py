@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import socket
 import tempfile
 from collections.abc import Callable
@@ -64,6 +65,7 @@ def _rank_main(
     import trn_notebook  # noqa: F401 - registers the device and the "neuron" backend
 
     torch.set_num_threads(1)
+    _dump_stacks_on_request(error_dir, rank)
     dist.init_process_group("neuron", timeout=timedelta(seconds=collective_timeout_s))
     try:
         fn(rank, world, *args)
@@ -72,6 +74,65 @@ def _rank_main(
         raise
     finally:
         dist.destroy_process_group()
+
+
+_STACK_SIGNAL = signal.SIGUSR1
+
+
+def _dump_stacks_on_request(error_dir: str, rank: int) -> None:
+    """Write every thread's Python stack to ``rank<N>.stack`` on SIGUSR1 (a hang) or SIGTERM (being stopped).
+
+    faulthandler writes from the signal handler itself, so a rank stuck inside a C++ call (a collective
+    waiting for its peer, a lock) still reports where its Python code was.
+    """
+    import faulthandler
+
+    fh = open(os.path.join(error_dir, f"rank{rank}.stack"), "w")  # noqa: SIM115 - lives as long as the rank
+    faulthandler.register(_STACK_SIGNAL, file=fh, all_threads=True)
+    # torch's join stops the other ranks with SIGTERM when one fails: dump first, then terminate as before
+    faulthandler.register(signal.SIGTERM, file=fh, all_threads=True, chain=True)
+
+
+def stacks_of_stuck_ranks(processes: list[Any], error_dir: str, wait_s: float = 1.0) -> dict[int, str]:
+    """Ask every still-running rank for its Python stacks (SIGUSR1) and read those written by ranks stopped
+    with SIGTERM; ``{rank: "file:line in fn; ..."}``: each thread's innermost user frame, for the error
+    message of a hung collective."""
+    import time
+
+    alive = [i for i, p in enumerate(processes) if p.is_alive()]
+    for i in alive:
+        try:
+            os.kill(processes[i].pid, _STACK_SIGNAL)
+        except OSError:
+            continue
+    time.sleep(wait_s if alive else 0.0)
+    found: dict[int, str] = {}
+    for i in range(len(processes)):
+        try:
+            with open(os.path.join(error_dir, f"rank{i}.stack")) as fh:
+                text = fh.read()
+        except OSError:
+            continue
+        where = _stack_summary(text)
+        if where:
+            found[i] = where
+    return found
+
+
+_FAULT_FRAME = re.compile(r'File "([^"]+)", line (\d+) in (\S+)')
+
+
+def _stack_summary(text: str) -> str:
+    """The innermost user frame of each thread in a faulthandler dump (most recent call first)."""
+    threads = []
+    for block in re.split(r"\n(?=(?:Current thread|Thread) 0x)", text.strip()):
+        frames = [m for m in _FAULT_FRAME.finditer(block) if "/torch/" not in m.group(1)]
+        user = [m for m in frames if "trn_notebook" not in m.group(1) and "/multiprocessing/" not in m.group(1)]
+        pick = (user or frames)[:1]
+        if pick:
+            m = pick[0]
+            threads.append(f"{os.path.basename(m.group(1))}:{m.group(2)} in {m.group(3)}")
+    return "; ".join(dict.fromkeys(threads))
 
 
 def _write_error(error_dir: str, rank: int, exc: BaseException) -> None:
@@ -148,9 +209,10 @@ def run_ranks(
         while not ctx.join(timeout=max(0.0, min(1.0, deadline - time.monotonic())), grace_period=2.0):
             if time.monotonic() >= deadline:
                 alive = [i for i, p in enumerate(ctx.processes) if p.is_alive()]
+                stuck = _stuck_text(stacks_of_stuck_ranks(ctx.processes, error_dir))
                 raise RanksTimeout(
                     f"ranks {alive} still running after {timeout_s:.0f} s (a hung collective? a rank waiting "
-                    f"for a peer that exited?); every rank was stopped"
+                    f"for a peer that exited?); every rank was stopped{stuck}"
                 )
     except mp.ProcessRaisedException as exc:
         first = first_failure(error_dir)
@@ -160,9 +222,11 @@ def run_ranks(
             else (exc.error_index, str(exc), str(exc).strip().splitlines()[-1])
         )
         where = _innermost_user_frame(trace)
+        timed_out = "timed out" in last.lower() or "timeout" in last.lower()
         hint = (
             " — a hung collective: a peer never joined it (a rank skipped, reordered or is stuck before it)"
-            if "timed out" in last.lower() or "timeout" in last.lower()
+            + _stuck_text(stacks_of_stuck_ranks(ctx.processes, error_dir))
+            if timed_out
             else ""
         )
         raise RankError(
@@ -175,6 +239,10 @@ def run_ranks(
     finally:
         terminate(ctx.processes)
         shutil.rmtree(error_dir, ignore_errors=True)
+
+
+def _stuck_text(stacks: dict[int, str]) -> str:
+    return "".join(f"; rank {r} was at {where}" for r, where in sorted(stacks.items()))
 
 
 def terminate(processes: list[Any], grace_s: float = 2.0) -> None:
