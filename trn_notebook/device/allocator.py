@@ -108,7 +108,9 @@ class MemoryCounters:
 @dataclass
 class _Pool:
     small: bool
-    sizes: list[int] = field(default_factory=list)  # sorted sizes having at least one free block
+    # sorted keys of ``free``; a size's stack may be empty (kept so that a training loop's steady state,
+    # one block of a size taken and given back per step, does not rebuild the index every time)
+    sizes: list[int] = field(default_factory=list)
     free: dict[int, list[Block]] = field(default_factory=dict)  # size -> free blocks (LIFO)
 
     def push(self, block: Block) -> None:
@@ -127,17 +129,16 @@ class _Pool:
             self.sizes.pop(bisect.bisect_left(self.sizes, block.size))
 
     def take(self, size: int) -> Block | None:
-        stack = self.free.get(size)
-        if stack is None:
-            i = bisect.bisect_left(self.sizes, size)
-            if i == len(self.sizes):
-                return None
-            stack = self.free[self.sizes[i]]
-        block = stack.pop()
-        if not stack:
-            del self.free[block.size]
-            self.sizes.pop(bisect.bisect_left(self.sizes, block.size))
-        return block
+        """The smallest free block of at least ``size`` bytes (best fit), or ``None``; drops empty stacks it passes."""
+        sizes, free = self.sizes, self.free
+        i = bisect.bisect_left(sizes, size)
+        while i < len(sizes):
+            stack = free[sizes[i]]
+            if stack:
+                return stack.pop()
+            del free[sizes[i]]
+            sizes.pop(i)
+        return None
 
 
 class OutOfDeviceMemory(torch.OutOfMemoryError):
@@ -208,20 +209,19 @@ class CachingAllocator:
                 self._check_host(nbytes)
             pool = self._pools[small]
             stack = pool.free.get(size)
-            if stack is not None:  # an exact-size cached block (a training loop's steady state; _Pool.take inlined)
+            c = self.counters
+            peaks = self.phase_peaks.get(self.phase)
+            if stack:  # an exact-size cached block (a training loop's steady state; _Pool.take inlined)
                 block = stack.pop()
-                if not stack:
-                    del pool.free[size]
-                    pool.sizes.pop(bisect.bisect_left(pool.sizes, size))
             else:
                 taken = pool.take(size)
                 block = taken if taken is not None else self._new_segment_block(size, small, nbytes)
                 if block.size - size >= (MIN_BLOCK if small else SMALL_REQUEST):
                     self._split(block, size, pool)
+                peaks = None  # the reserved figure may have grown: the full peak update below
             block.free = False
             block.requested = nbytes
             block.segment.used += block.size
-            c = self.counters
             c.allocated += block.size
             c.active += nbytes
             c.num_allocs += 1
@@ -229,7 +229,13 @@ class CachingAllocator:
                 c.peak_allocated = c.allocated
             if c.active > c.peak_active:
                 c.peak_active = c.active
-            self._phase_peak()
+            if peaks is None:
+                self._phase_peak()
+            else:  # _phase_peak inlined: reserved is unchanged on a cached block
+                if c.allocated > peaks["allocated"]:
+                    peaks["allocated"] = c.allocated
+                if c.active > peaks["active"]:
+                    peaks["active"] = c.active
             now = _perf() - self._t0
             if now - self._last_sample >= self.sample_interval_s:
                 self._last_sample = now

@@ -26,7 +26,7 @@ from .op_table import RNG as EXPECTED_ON_HOST  # by design on the host: explaine
 from .placement import placement_log, user_frame
 from .policy import REJECTED_DTYPES, policy
 from .registry import NATIVE_MEMORY_FORMATS
-from .runtime import cached_host_view, host_view, rebind, state, wrap
+from .runtime import cached_host_view, forget_host_views, host_view, rebind, state, wrap
 
 _perf = time.perf_counter
 _Tensor = torch.Tensor
@@ -145,7 +145,7 @@ def _run(info: _OpInfo, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     dtype = None
     foreign = False
     hargs: list[Any] = []
-    view = host_view if info.mutable else cached_host_view
+    view = cached_host_view  # in-place ops too: a change to a view's geometry is caught after the op
     native = info.dtypes
     for a in args:
         if isinstance(a, _Tensor):
@@ -241,8 +241,10 @@ def _run(info: _OpInfo, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         out = op(*_numbers_as_tensors(info, hargs), **kwargs)  # e.g. remainder(x, 3) inside take_along_dim
     if info.mutable:
         for h, n in pairs:
-            moved = h.untyped_storage().data_ptr() != n.untyped_storage().data_ptr()
-            if moved or h.shape != n.shape or h.stride() != n.stride() or h.storage_offset() != n.storage_offset():
+            # data_ptr covers a new storage and a new offset (a host storage moves only to a new address,
+            # the old one being held by the device until the neuron storage dies)
+            if h.data_ptr() != n.data_ptr() or h.shape != n.shape or h.stride() != n.stride():
+                forget_host_views(n)  # the cached view of the old geometry no longer describes it
                 rebind(n, h)  # resized (out= tensors), possibly within the same storage (e.g. to 0 elements)
     if type(out) is _Tensor and out.is_cpu and out.layout is _STRIDED and not out.is_quantized:
         for h, n in pairs:  # _to_device for the common case: one dense host result

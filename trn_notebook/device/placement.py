@@ -160,9 +160,12 @@ class PlacementLog:
             entry[CALLS] += 1
             entry[HOST_S] += host_s
             entry[DEVICE_S] += device_s
-            entry[H2D] += h2d
-            entry[D2H] += d2h
-            entry[CATEGORY] = category
+            if h2d:  # most calls move nothing between host and device
+                entry[H2D] += h2d
+            if d2h:
+                entry[D2H] += d2h
+            if entry[CATEGORY] is not category:
+                entry[CATEGORY] = category
             if category == "cpu_fallback" and entry[CALLS] > 1:
                 # A fallback costs a sync and two copies anyway; naming its latest line keeps a per-cell
                 # window pointing at the cell that made this call.

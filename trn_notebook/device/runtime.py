@@ -190,7 +190,11 @@ def host_view(t: torch.Tensor) -> torch.Tensor:
 
 
 def cached_host_view(t: torch.Tensor) -> torch.Tensor:
-    """Like :func:`host_view`, but reuses one CPU view per geometry; only for ops that do not mutate metadata."""
+    """Like :func:`host_view`, but reuses one CPU view per geometry (offset, sizes, strides, dtype).
+
+    A caller whose op may change a view's geometry in place (``resize_`` of an output, ``set_``) checks it
+    afterwards and calls :func:`forget_host_views`; :func:`~trn_notebook.device.dispatch.run_op` does.
+    """
     ptr = t.untyped_storage().data_ptr()
     entry = _owners.get(ptr)
     if entry is None or t.is_conj() or t.is_neg():
@@ -205,6 +209,13 @@ def cached_host_view(t: torch.Tensor) -> torch.Tensor:
             views.clear()
         view = views[key] = torch.empty(0, dtype=t.dtype, device="cpu").set_(entry[0], key[0], key[1], key[2])
     return view
+
+
+def forget_host_views(t: torch.Tensor) -> None:
+    """Drop the cached CPU views of ``t``'s storage (after an op changed a view's geometry in place)."""
+    entry = _owners.get(t.untyped_storage().data_ptr())
+    if entry is not None:
+        entry[3] = None
 
 
 def host_storage(t: torch.Tensor) -> torch.UntypedStorage | None:
