@@ -47,7 +47,19 @@ _warned: set[str] = set()
 
 
 class _OpInfo:
-    __slots__ = ("call", "category", "dtypes", "flops", "mutable", "name", "number_args", "op", "reason", "version")
+    __slots__ = (
+        "call",
+        "category",
+        "dtypes",
+        "flops",
+        "mutable",
+        "name",
+        "number_args",
+        "op",
+        "reason",
+        "version",
+        "view",
+    )
 
     def __init__(self, op: torch._ops.OpOverload) -> None:
         self.op = op
@@ -61,6 +73,17 @@ class _OpInfo:
         self.dtypes = rule.dtypes  # "can run here": other dtypes fall back
         self.flops = rule.flops
         self.mutable = any(a.alias_info is not None and a.alias_info.is_write for a in schema.arguments)
+        # a view op: host_only, returns one read-only alias of its first argument (view, as_strided, t …)
+        first = schema.arguments[0] if schema.arguments else None
+        self.view = (
+            self.category == "host_only"
+            and not self.mutable
+            and len(schema.returns) == 1
+            and schema.returns[0].alias_info is not None
+            and first is not None
+            and first.alias_info is not None
+            and schema.returns[0].alias_info.before_set == first.alias_info.before_set
+        )
         # Tensor parameters that may arrive as Python numbers (the boxed fallback unwraps wrapped scalars)
         self.number_args = tuple(
             i for i, a in enumerate(schema.arguments) if not a.kwarg_only and isinstance(a.type, torch.TensorType)
@@ -133,6 +156,14 @@ class DirectKernel:
 
 
 def _run(info: _OpInfo, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    if info.view and not kwargs:
+        self = args[0]
+        if isinstance(self, _Tensor) and not self.is_cpu and self.dtype not in REJECTED_DTYPES:
+            for a in args:
+                if a is not self and isinstance(a, _Tensor):
+                    break
+            else:
+                return _run_view(info, self, args)
     op = info.op
     category = info.category
     if category == "unsupported":
@@ -260,6 +291,18 @@ def _run(info: _OpInfo, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
             _account_native(info, result, pairs, in_bytes, dtype, _perf() - t0)
         else:
             _account_host(info, category, result, pairs, in_bytes, dtype, _perf() - t0)
+    return result
+
+
+def _run_view(info: _OpInfo, self: torch.Tensor, args: tuple[Any, ...]) -> torch.Tensor:
+    """A view op on one neuron tensor (the most common host_only op): the CPU view of its cached host view,
+    as a neuron tensor over the same storage; :func:`_run` with nothing to check, copy or cost."""
+    t0 = _perf()
+    h = cached_host_view(self)
+    out = info.call(h, *args[1:])  # the CPU kernel validates sizes, strides and bounds
+    result = self if out is h else wrap(out)  # the same storage: a view of the device tensor
+    if state.accounting:
+        placement_log.record(info.name, "host_only", _perf() - t0, 0.0)
     return result
 
 
