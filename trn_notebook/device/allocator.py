@@ -108,9 +108,7 @@ class MemoryCounters:
 @dataclass
 class _Pool:
     small: bool
-    # sorted keys of ``free``; a size's stack may be empty (kept so that a training loop's steady state,
-    # one block of a size taken and given back per step, does not rebuild the index every time)
-    sizes: list[int] = field(default_factory=list)
+    sizes: list[int] = field(default_factory=list)  # sorted keys of ``free`` (a stack may be empty: kept for reuse)
     free: dict[int, list[Block]] = field(default_factory=dict)  # size -> free blocks (LIFO)
 
     def push(self, block: Block) -> None:
@@ -232,10 +230,8 @@ class CachingAllocator:
             if peaks is None:
                 self._phase_peak()
             else:  # _phase_peak inlined: reserved is unchanged on a cached block
-                if c.allocated > peaks["allocated"]:
-                    peaks["allocated"] = c.allocated
-                if c.active > peaks["active"]:
-                    peaks["active"] = c.active
+                peaks["allocated"] = max(peaks["allocated"], c.allocated)
+                peaks["active"] = max(peaks["active"], c.active)
             now = _perf() - self._t0
             if now - self._last_sample >= self.sample_interval_s:
                 self._last_sample = now
