@@ -54,6 +54,7 @@ RULES: dict[str, str] = {
     "trn_notebook.BucketPolicy": "pad inputs to fixed bucket lengths, then " + _COMPILE,
     "trn_notebook.tune": "pad inputs to fixed bucket lengths, then " + _COMPILE,
     "trn_notebook.suggest_policy": "pad inputs to fixed bucket lengths, then " + _COMPILE,
+    "trn_notebook.widgets.ShapeTuner": "pad inputs to fixed bucket lengths, then " + _COMPILE,
     "trn_notebook.compiler.": _COMPILE + "; cache: TORCH_NEURONX_NEFF_CACHE_DIR",
     "trn_notebook.cache.export": "copy the NEFF cache directory (TORCH_NEURONX_NEFF_CACHE_DIR) between machines",
     "trn_notebook.cache.import_": "point TORCH_NEURONX_NEFF_CACHE_DIR at a copied NEFF cache directory",

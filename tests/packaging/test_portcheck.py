@@ -128,6 +128,7 @@ def test_a_magic_assigned_to_a_name_and_the_simulators_helpers_are_found():
         "shapes = %trn shapes\nt = %trn timeit -n 3 f()\nir = %trn explain block --stage ir",
         "import trn_notebook\ntrn_notebook.compare_ranks(m, b)\ntrn_notebook.why_slow('t.json')",
         "with trn_notebook.profile() as r:\n    f()\ntrn_notebook.cache.export('b.json')",
+        "from trn_notebook.widgets import MemoryView, ShapeTuner\nShapeTuner(model, lengths=lengths)",
     )
     report = port_check(_nb(*[(c, []) for c in cells]))
     assert [(f.cell, f.line, f.name) for f in report.findings] == [
@@ -137,5 +138,7 @@ def test_a_magic_assigned_to_a_name_and_the_simulators_helpers_are_found():
         (1, 3, "trn_notebook.why_slow"),
         (2, 1, "trn_notebook.profile"),
         (2, 3, "trn_notebook.cache.export"),
+        (3, 1, "trn_notebook.widgets.ShapeTuner"),  # the simulator's bucket tuner; MemoryView is portable
+        (3, 2, "trn_notebook.widgets.ShapeTuner"),
     ]
     assert "torchrun" in report.findings[2].hardware
