@@ -54,7 +54,13 @@ RULES: dict[str, str] = {
     "trn_notebook.BucketPolicy": "pad inputs to fixed bucket lengths, then " + _COMPILE,
     "trn_notebook.tune": "pad inputs to fixed bucket lengths, then " + _COMPILE,
     "trn_notebook.suggest_policy": "pad inputs to fixed bucket lengths, then " + _COMPILE,
+    "trn_notebook.widgets.ShapeTuner": "pad inputs to fixed bucket lengths, then " + _COMPILE,
     "trn_notebook.compiler.": _COMPILE + "; cache: TORCH_NEURONX_NEFF_CACHE_DIR",
+    "trn_notebook.cache.export": "copy the NEFF cache directory (TORCH_NEURONX_NEFF_CACHE_DIR) between machines",
+    "trn_notebook.cache.import_": "point TORCH_NEURONX_NEFF_CACHE_DIR at a copied NEFF cache directory",
+    "trn_notebook.profile": _TRACE + " with TorchNeuron's profiler plugin (NeuronConfig)",
+    "trn_notebook.why_slow": "read a torch.profiler trace of the device in Neuron Explorer (its modeled lanes are ours)",
+    "trn_notebook.compare_ranks": "torchrun --nproc-per-node=N script.py, one layout per run",
     # The NKI simulator's cost model (kernels themselves run on hardware through the real nki / nki_op).
     "trn_notebook.nki.estimate": "profile the kernel on the device (torch.profiler, or the Neuron profiler)",
     "trn_notebook.nki.set_kernel_cost_constants": "none: real engines have no cost constants to set",
@@ -234,6 +240,7 @@ class _Scanner(ast.NodeVisitor):
 
 
 _MAGIC = re.compile(r"^\s*(%%?)trn\b(.*)$")
+_ASSIGNED_MAGIC = re.compile(r"^\s*[A-Za-z_][\w\s,.\[\]()]*=\s*(%trn\b.*)$")  # `x = %trn shapes` (IPython's form)
 _SHELL_ENV = re.compile(r"\b(TRN_NOTEBOOK_[A-Z_]+)\b")
 
 
@@ -260,7 +267,11 @@ def _python_lines(source: str) -> tuple[str, list[tuple[int, str, str]]]:
     cell_magic = bool(lines) and lines[0].lstrip().startswith("%%")
     for i, line in enumerate(lines):
         stripped = line.lstrip()
-        if stripped.startswith(("%", "!")) or stripped.endswith("?"):
+        assigned = _ASSIGNED_MAGIC.match(line)
+        if assigned:
+            hits.extend((i + 1, name, hw) for name, hw in _magic_findings(assigned.group(1)))
+            lines[i] = ""
+        elif stripped.startswith(("%", "!")) or stripped.endswith("?"):
             hits.extend((i + 1, name, hw) for name, hw in _magic_findings(line))
             if stripped.startswith("!"):
                 hits.extend((i + 1, f"${v}", ENV_RULES[v]) for v in _SHELL_ENV.findall(line) if v in ENV_RULES)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -47,6 +48,22 @@ def test_a_hung_collective_times_out_with_a_clear_message_and_no_zombie():
     assert "other ranks were stopped" in str(info.value)
     assert "timed out" in str(info.value).lower() and "a peer never joined" in str(info.value)
     assert f"rank 1 was at workers.py:{_line_of('STUCK-LINE')} in hangs_on_rank_1" in str(info.value)  # the peer
+    assert _children() == []
+
+
+def test_a_rank_that_dies_before_connecting_fails_the_pool_at_once(tmp_path, monkeypatch):
+    # A broken install seen by the ranks only: their `python -m trn_notebook.distributed._rank_worker` dies at
+    # import. The pool used to wait the whole start timeout (300 s) for a connection that never came.
+    from trn_notebook.distributed.pool import RankPool
+
+    broken = tmp_path / "trn_notebook"
+    broken.mkdir()
+    (broken / "__init__.py").write_text("raise ImportError('broken install (test)')\n")
+    monkeypatch.chdir(tmp_path)  # `python -m` puts the working directory first on the ranks' path
+    start = time.monotonic()
+    with pytest.raises(RankError, match=r"exited \(code 1\) before it connected"):
+        RankPool(2, start_timeout_s=120)
+    assert time.monotonic() - start < 60
     assert _children() == []
 
 

@@ -121,3 +121,24 @@ def test_magic_checks_a_path_or_the_session_history(tmp_path):
 def test_workshop_notebooks_pass_or_mark_their_simulator_only_cells(name):
     report = port_check(ROOT / "examples" / name)
     assert report.ok, str(report)
+
+
+def test_a_magic_assigned_to_a_name_and_the_simulators_helpers_are_found():
+    cells = (
+        "shapes = %trn shapes\nt = %trn timeit -n 3 f()\nir = %trn explain block --stage ir",
+        "import trn_notebook\ntrn_notebook.compare_ranks(m, b)\ntrn_notebook.why_slow('t.json')",
+        "with trn_notebook.profile() as r:\n    f()\ntrn_notebook.cache.export('b.json')",
+        "from trn_notebook.widgets import MemoryView, ShapeTuner\nShapeTuner(model, lengths=lengths)",
+    )
+    report = port_check(_nb(*[(c, []) for c in cells]))
+    assert [(f.cell, f.line, f.name) for f in report.findings] == [
+        (0, 1, "%trn shapes"),
+        (0, 3, "%trn explain"),  # timeit is portable: on hardware it reports wall times only
+        (1, 2, "trn_notebook.compare_ranks"),
+        (1, 3, "trn_notebook.why_slow"),
+        (2, 1, "trn_notebook.profile"),
+        (2, 3, "trn_notebook.cache.export"),
+        (3, 1, "trn_notebook.widgets.ShapeTuner"),  # the simulator's bucket tuner; MemoryView is portable
+        (3, 2, "trn_notebook.widgets.ShapeTuner"),
+    ]
+    assert "torchrun" in report.findings[2].hardware

@@ -113,10 +113,17 @@ def compare_ranks(
     step, peak memory and parameter bytes per rank (the max over ranks), and the global batch's loss
     after the last step (equal across strategies up to rounding: the same math, laid out differently).
     Raises ``ValueError`` for an unknown strategy or a global batch not divisible by ``world_size``;
-    :class:`~trn_notebook.distributed.launch.RankError` if a rank fails.
+    :class:`~trn_notebook.distributed.launch.RankError` if a rank fails; ``SimulatorOnlyError`` on hardware
+    (the ranks are the simulator's, as for ``%%trn ranks``).
     """
     import pandas as pd
 
+    from ..backends import current
+
+    current().require_simulator(
+        "trn_notebook.compare_ranks (simulated ranks with modeled collectives)",
+        "torchrun --nproc-per-node N script.py with dist.init_process_group('neuron'), one NeuronCore per process",
+    )
     unknown = [s for s in strategies if s not in STRATEGIES]
     if unknown:
         raise ValueError(f"unknown strategies {unknown}; choose from {STRATEGIES}")

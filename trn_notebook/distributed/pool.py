@@ -236,11 +236,7 @@ class RankPool:
                 ]
                 cmd += [f"{listener.address[0]}:{listener.address[1]}", str(collective_timeout_s)]
                 self.processes.append(subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL))
-            by_rank: dict[int, Connection] = {}
-            listener._listener._socket.settimeout(start_timeout_s)  # type: ignore[attr-defined]
-            for _ in range(world_size):
-                conn = listener.accept()
-                by_rank[int(conn.recv())] = conn
+            by_rank = self._accept(listener, start_timeout_s)
             self.conns = [by_rank[r] for r in range(world_size)]
             self._collect("ready", start_timeout_s, print_line=print)
         except BaseException:
@@ -248,6 +244,31 @@ class RankPool:
             raise
         finally:
             listener.close()
+
+    def _accept(self, listener: Listener, timeout_s: float) -> dict[int, Connection]:
+        """Each rank's connection; raises RankError as soon as a rank exits before connecting (a crash at import
+        or in init_process_group), RanksTimeout after ``timeout_s``."""
+        by_rank: dict[int, Connection] = {}
+        deadline = time.monotonic() + timeout_s
+        listener._listener._socket.settimeout(1.0)  # type: ignore[attr-defined]  # wake up to check the ranks
+        while len(by_rank) < self.world_size:
+            try:
+                conn = listener.accept()
+            except TimeoutError:
+                for rank, p in enumerate(self.processes):
+                    if rank not in by_rank and p.poll() is not None:
+                        raise RankError(
+                            f"rank {rank} exited (code {p.returncode}) before it connected (its output above says "
+                            "why); every rank was stopped",
+                            rank,
+                        ) from None
+                if time.monotonic() > deadline:
+                    raise RanksTimeout(
+                        f"the ranks did not start within {timeout_s:.0f} s; every rank was stopped"
+                    ) from None
+                continue
+            by_rank[int(conn.recv())] = conn
+        return by_rank
 
     def pids(self) -> list[int]:
         """Process ids of the workers."""

@@ -45,17 +45,20 @@ class TimeitResult(Result):
     simulated: bool = True  # False on hardware: no modeled clocks, the wall time is the measurement
 
     @property
-    def host_s(self) -> float:
+    def host_s(self) -> float | None:
         """Modeled host time per loop (mean over repeats): what a real host spends, waiting at syncs included.
 
         The simulator computes every op eagerly, so wall time cannot show enqueue-only timing; this can.
+        None on hardware, where there is no modeled clock (read the wall times).
         """
+        if not self.simulated:
+            return None
         return statistics.fmean(self.sim_host_s) if self.sim_host_s else 0.0
 
     @property
-    def modeled_device_s(self) -> float:
-        """Modeled device time per loop (mean over repeats)."""
-        return statistics.fmean(self.device_s)
+    def modeled_device_s(self) -> float | None:
+        """Modeled device time per loop (mean over repeats); None on hardware (not modeled there)."""
+        return statistics.fmean(self.device_s) if self.simulated else None
 
     @property
     def boundary(self) -> str:
@@ -83,7 +86,7 @@ class TimeitResult(Result):
                 [
                     (
                         "modeled host time per loop",
-                        f"{fmt_s(self.host_s)} ({host_note}) · modeled device {fmt_s(dev)}",
+                        f"{fmt_s(self.host_s or 0.0)} ({host_note}) · modeled device {fmt_s(dev)}",
                     ),
                     (
                         "first call (incl. any compile)",
