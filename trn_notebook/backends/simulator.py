@@ -81,12 +81,7 @@ class SimulatorBackend:
         """Allocation, free, OOM and segment-free counts, capacity, the newest timeline sample, the phases."""
         from ..device.runtime import allocator
 
-        c, timeline = allocator.counters, allocator.timeline
-        last = timeline[-1][0] if timeline else None
-        return (
-            c.num_allocs, c.num_frees, c.num_ooms, c.num_segment_frees, c.reserved,
-            allocator.capacity, last, len(allocator.phase_peaks),
-        )  # fmt: skip
+        return allocator.version()
 
     def reset_peak_memory(self) -> None:
         """``allocator.reset_peaks()``."""

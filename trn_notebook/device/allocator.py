@@ -23,12 +23,13 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
 from ..presentation import fmt_bytes
 from . import hostmem
+from .blocks import Block, Pool, Segment, blocks, free_blocks
 
 KiB = 1 << 10
 MiB = 1 << 20
@@ -63,30 +64,6 @@ def segment_size(block: int) -> int:
     return -(-block // SMALL_SEGMENT) * SMALL_SEGMENT
 
 
-@dataclass(eq=False, slots=True)
-class Block:
-    """A range of a segment; ``free`` blocks are cached for reuse."""
-
-    addr: int
-    size: int
-    segment: Segment
-    free: bool = True
-    requested: int = 0
-    prev: Block | None = None
-    next: Block | None = None
-
-
-@dataclass(eq=False, slots=True)
-class Segment:
-    """A reservation from the (simulated) runtime."""
-
-    addr: int
-    size: int
-    small: bool
-    head: Block | None = None
-    used: int = 0  # bytes in non-free blocks
-
-
 @dataclass
 class MemoryCounters:
     """Current and peak counters plus events (the ``memory_stats`` figures)."""
@@ -103,40 +80,6 @@ class MemoryCounters:
     num_ooms: int = 0
     num_segments: int = 0
     num_segment_frees: int = 0
-
-
-@dataclass
-class _Pool:
-    small: bool
-    sizes: list[int] = field(default_factory=list)  # sorted keys of ``free`` (a stack may be empty: kept for reuse)
-    free: dict[int, list[Block]] = field(default_factory=dict)  # size -> free blocks (LIFO)
-
-    def push(self, block: Block) -> None:
-        stack = self.free.get(block.size)
-        if stack is None:
-            self.free[block.size] = [block]
-            bisect.insort(self.sizes, block.size)
-        else:
-            stack.append(block)
-
-    def remove(self, block: Block) -> None:
-        stack = self.free[block.size]
-        stack.remove(block)
-        if not stack:
-            del self.free[block.size]
-            self.sizes.pop(bisect.bisect_left(self.sizes, block.size))
-
-    def take(self, size: int) -> Block | None:
-        """The smallest free block of at least ``size`` bytes (best fit), or ``None``; drops empty stacks it passes."""
-        sizes, free = self.sizes, self.free
-        i = bisect.bisect_left(sizes, size)
-        while i < len(sizes):
-            stack = free[sizes[i]]
-            if stack:
-                return stack.pop()
-            del free[sizes[i]]
-            sizes.pop(i)
-        return None
 
 
 class OutOfDeviceMemory(torch.OutOfMemoryError):
@@ -184,7 +127,7 @@ class CachingAllocator:
         self.lock = threading.RLock()
         self.capacity = capacity
         self._next_addr = 1 << 32
-        self._pools = {True: _Pool(small=True), False: _Pool(small=False)}
+        self._pools = {True: Pool(small=True), False: Pool(small=False)}
         self._segments: list[Segment] = []
         self.counters = MemoryCounters()
         # set only while memory history is recorded: fn(action, addr, size, requested) (trn_notebook.profiling)
@@ -209,7 +152,7 @@ class CachingAllocator:
             stack = pool.free.get(size)
             c = self.counters
             peaks = self.phase_peaks.get(self.phase)
-            if stack:  # an exact-size cached block (a training loop's steady state; _Pool.take inlined)
+            if stack:  # an exact-size cached block (a training loop's steady state; Pool.take inlined)
                 block = stack.pop()
             else:
                 taken = pool.take(size)
@@ -256,7 +199,7 @@ class CachingAllocator:
                 self.observer("free_completed", block.addr, size, block.requested)
             block.requested = 0
             pool = self._pools[block.segment.small]
-            stack = pool.free.get(size)  # _Pool.push and _sample inlined (once per dying eager tensor)
+            stack = pool.free.get(size)  # Pool.push and _sample inlined (once per dying eager tensor)
             if stack is None:
                 pool.free[size] = [block]
                 bisect.insort(pool.sizes, size)
@@ -357,14 +300,14 @@ class CachingAllocator:
         """When the free bytes would hold the request but no free block does: say it is fragmentation."""
         if free < size:
             return ""
-        largest = max((b.size for p in self._pools.values() for b in _free_blocks(p)), default=0)
+        largest = max((b.size for p in self._pools.values() for b in free_blocks(p)), default=0)
         return (
             f"Fragmentation, not capacity: the free bytes would hold it, but the largest free block is "
             f"{fmt_bytes(largest)} (free memory is split across {len(self._segments)} live segments; see "
             "trn_notebook.profiling.fragmentation()). "
         )
 
-    def _split(self, block: Block, size: int, pool: _Pool) -> None:
+    def _split(self, block: Block, size: int, pool: Pool) -> None:
         rest = Block(addr=block.addr + size, size=block.size - size, segment=block.segment)
         rest.prev, rest.next = block, block.next
         if block.next is not None:
@@ -427,8 +370,16 @@ class CachingAllocator:
     def layout(self) -> list[tuple[int, int, bool, tuple[tuple[int, int, int, bool], ...]]]:
         """Live segments as ``(addr, size, small_pool, blocks)``, blocks as ``(addr, size, requested, free)``."""
         with self.lock:
-            return [(s.addr, s.size, s.small, tuple((b.addr, b.size, b.requested, b.free) for b in _blocks(s)))
+            return [(s.addr, s.size, s.small, tuple((b.addr, b.size, b.requested, b.free) for b in blocks(s)))
                     for s in self._segments]  # fmt: skip
+
+    def version(self) -> tuple[int | float | None, ...]:
+        """A token that changes whenever a figure of the memory views changes (read under the lock)."""
+        with self.lock:
+            c, timeline = self.counters, self.timeline
+            last = timeline[-1][0] if timeline else None
+            return (c.num_allocs, c.num_frees, c.num_ooms, c.num_segment_frees, c.reserved, self.capacity, last,
+                    len(self.phase_peaks))  # fmt: skip
 
     def check_invariants(self) -> None:
         """Raise ``AssertionError`` if the counters disagree with the segment/block structure."""
@@ -437,8 +388,8 @@ class CachingAllocator:
             reserved = sum(s.size for s in self._segments)
             allocated = 0
             for seg in self._segments:
-                assert sum(b.size for b in _blocks(seg)) == seg.size, "blocks do not tile their segment"
-                allocated += sum(b.size for b in _blocks(seg) if not b.free)
+                assert sum(b.size for b in blocks(seg)) == seg.size, "blocks do not tile their segment"
+                allocated += sum(b.size for b in blocks(seg) if not b.free)
             assert reserved == c.reserved, (reserved, c.reserved)
             assert allocated == c.allocated, (allocated, c.allocated)
             assert c.reserved >= c.allocated >= c.active >= 0
@@ -466,7 +417,7 @@ class CachingAllocator:
             c = self.counters
             c.num_frees = c.num_alloc_retries = c.num_ooms = c.num_segment_frees = 0
             # live blocks and segments count as allocated/created, so that current = allocs - frees holds
-            c.num_allocs = sum(1 for seg in self._segments for b in _blocks(seg) if not b.free)
+            c.num_allocs = sum(1 for seg in self._segments for b in blocks(seg) if not b.free)
             c.num_segments = len(self._segments)
             self.timeline.clear()
             self.oom_events.clear()
@@ -480,17 +431,6 @@ class CachingAllocator:
             c.peak_allocated, c.peak_active, c.peak_reserved = c.allocated, c.active, c.reserved
             self.phase_peaks = {}
             self._phase_peak()
-
-
-def _free_blocks(pool: _Pool) -> list[Block]:
-    return [b for stack in pool.free.values() for b in stack]
-
-
-def _blocks(seg: Segment) -> Iterator[Block]:
-    b = seg.head
-    while b is not None:
-        yield b
-        b = b.next
 
 
 def allocator_timeline_columns() -> list[str]:
