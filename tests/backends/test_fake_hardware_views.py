@@ -157,6 +157,9 @@ def test_status_memory_and_payload_show_torchneuron_figures(rendered):
     assert "3.00 MiB" in memory and "5.00 MiB" in memory and "simulator-only" in memory
     assert "peaks reset" in rendered["memory_reset_peak"] and "not reported" in rendered["memory_reset_peak"]
     assert "simulator-only" in rendered["memory_table"]
+    # the canned memory_stats() has no segment.* keys: "not measured", never a made-up "0 segments"
+    table = rendered["memory_table"]
+    assert "not measured segments" in table and "0 segments" not in table and "0 OOMs" in table
     assert rendered["memory_counters"]["allocated"] == 3 << 20 and rendered["memory_timeline"] == 0
     assert rendered["memory_poll"] == []
 

@@ -105,8 +105,9 @@ class TorchNeuronBackend:
 
         stats = self.memory_stats()
         counters = MemoryCounters(**{k: int(stats.get(key, 0)) for k, key in _STAT_KEYS.items()})
+        missing = frozenset(k for k, key in _STAT_KEYS.items() if key not in stats)
         capacity = self.device_properties().get("total_memory")
-        return MemorySnapshot(counters, int(capacity) if isinstance(capacity, int) else 0, NA, {}, (), ())
+        return MemorySnapshot(counters, int(capacity) if isinstance(capacity, int) else 0, NA, {}, (), (), missing)
 
     def memory_version(self) -> Hashable | None:
         """Unknown: views re-read ``memory_stats()``."""

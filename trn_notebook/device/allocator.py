@@ -103,6 +103,11 @@ class MemorySnapshot:
     phase_peaks: dict[str, dict[str, int]]
     timeline: tuple[tuple[float, int, int, int, str], ...]
     oom_events: tuple[tuple[float, int, str], ...]
+    unmeasured: frozenset[str] = frozenset()  # counters the live backend does not report (hardware)
+
+    def measured(self, counter: str) -> bool:
+        """Whether ``counter`` (a :class:`MemoryCounters` field) was reported, not defaulted to 0."""
+        return counter not in self.unmeasured
 
     @property
     def free(self) -> int:

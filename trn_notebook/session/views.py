@@ -115,12 +115,23 @@ def memory(*, reset_peak: bool = False, empty_cache: bool = False) -> Result:
         notes.append("peaks reset to the current values")
     snap = backend.memory_snapshot()
     c = snap.counters
+
+    def figure(counter: str, text: str) -> str:  # a counter the backend does not report is not a 0
+        return text if snap.measured(counter) else NOT_MEASURED
+
     rows = [
-        ("allocated", fmt_bytes(c.allocated), fmt_bytes(c.peak_allocated)),
-        ("active", fmt_bytes(c.active), fmt_bytes(c.peak_active)),
-        ("reserved", fmt_bytes(c.reserved), fmt_bytes(c.peak_reserved)),
+        (name, figure(name, fmt_bytes(getattr(c, name))), figure(f"peak_{name}", fmt_bytes(getattr(c, f"peak_{name}"))))
+        for name in ("allocated", "active", "reserved")
     ]
-    events = f"{c.num_alloc_retries} alloc retries · {c.num_ooms} OOMs · {snap.live_segments} segments"
+    segments = (
+        str(snap.live_segments)
+        if snap.measured("num_segments") and snap.measured("num_segment_frees")
+        else NOT_MEASURED
+    )
+    events = (
+        f"{figure('num_alloc_retries', str(c.num_alloc_retries))} alloc retries · "
+        f"{figure('num_ooms', str(c.num_ooms))} OOMs · {segments} segments"
+    )
     capacity = fmt_bytes(snap.capacity) if snap.capacity else NA
     out: list[Result] = [
         Table(f"device memory (capacity {capacity})", ["counter", "current", "peak"], rows, [events, *notes])
