@@ -72,6 +72,7 @@ def test_cell_on_two_ranks_streams_output_returns_frame_and_trace_then_interrupt
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     presser = threading.Thread(target=interrupt, daemon=True)
     presser.start()
+    started = time.monotonic()
     try:
         with pytest.raises(KeyboardInterrupt):
             ranks_magic("ranks 2", "import time\ntime.sleep(60)")
@@ -79,6 +80,9 @@ def test_cell_on_two_ranks_streams_output_returns_frame_and_trace_then_interrupt
         stop.set()
         presser.join()
         signal.signal(signal.SIGINT, previous)
+    # Repeated presses must not restart the polite wait each time: the ranks stop long before their cell's 60 s
+    # would have run out on its own (they used to live until it did).
+    assert time.monotonic() - started < 45
     assert not any(_alive(p) for p in pids)
     assert rank_pool._pools == {}
 

@@ -352,25 +352,27 @@ class RankPool:
         """Stop every worker (ask, then SIGTERM, then SIGKILL) and reap them; idempotent.
 
         A second ``KeyboardInterrupt`` while stopping (a user pressing interrupt again) does not leave
-        workers behind: stopping finishes first, then the interrupt is re-raised.
+        workers behind: it skips the polite wait (SIGTERM at once), stopping finishes, then the interrupt is
+        re-raised. (Restarting the polite wait on every press kept ranks busy in a cell alive until the
+        cell ended.)
         """
         pending: KeyboardInterrupt | None = None
         while True:
             try:
-                self._stop_workers()
+                self._stop_workers(at_once=pending is not None)
                 break
             except KeyboardInterrupt as exc:
                 pending = exc
         if pending is not None:
             raise pending
 
-    def _stop_workers(self) -> None:
+    def _stop_workers(self, at_once: bool = False) -> None:
         for conn in self.conns:
             try:
                 conn.send(("stop",))
             except (OSError, ValueError):
                 pass
-        deadline = time.monotonic() + 2.0
+        deadline = time.monotonic() + (0.0 if at_once else 2.0)
         for p in self.processes:
             try:
                 p.wait(max(0.0, deadline - time.monotonic()))
