@@ -178,8 +178,10 @@ class CachingAllocator:
             if peaks is None:
                 self._phase_peak()
             else:  # _phase_peak inlined: reserved is unchanged on a cached block
-                peaks["allocated"] = max(peaks["allocated"], c.allocated)
-                peaks["active"] = max(peaks["active"], c.active)
+                if c.allocated > peaks["allocated"]:
+                    peaks["allocated"] = c.allocated
+                if c.active > peaks["active"]:
+                    peaks["active"] = c.active
             now = _perf() - self._t0
             if now - self._last_sample >= self.sample_interval_s:
                 self._last_sample = now

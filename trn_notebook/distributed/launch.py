@@ -119,18 +119,12 @@ def stacks_of_stuck_ranks(processes: list[Any], error_dir: str, wait_s: float = 
     return found
 
 
-_FAULT_FRAME = re.compile(r'File "([^"]+)", line (\d+) in (\S+)')
-
-
 def _stack_summary(text: str) -> str:
     """The innermost user frame of each thread in a faulthandler dump (most recent call first)."""
     threads = []
     for block in re.split(r"\n(?=(?:Current thread|Thread) 0x)", text.strip()):
-        frames = [m for m in _FAULT_FRAME.finditer(block) if "/torch/" not in m.group(1)]
-        user = [m for m in frames if "trn_notebook" not in m.group(1) and "/multiprocessing/" not in m.group(1)]
-        pick = (user or frames)[:1]
-        if pick:
-            m = pick[0]
+        m = _user_frame(list(_FRAME.finditer(block))[::-1])  # reversed: innermost last, as in a traceback
+        if m is not None:
             threads.append(f"{os.path.basename(m.group(1))}:{m.group(2)} in {m.group(3)}")
     return "; ".join(dict.fromkeys(threads))
 
@@ -164,17 +158,20 @@ def first_failure(error_dir: str) -> dict[str, Any] | None:
     return records[0]
 
 
-_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
+# A traceback frame (`File "f", line 3, in fn`) or a faulthandler frame (`File "f", line 3 in fn`).
+_FRAME = re.compile(r'File "([^"]+)", line (\d+),? in (\S+)')
+_NOT_USER = ("/torch/", "trn_notebook", "/multiprocessing/")
+
+
+def _user_frame(frames: list[re.Match[str]]) -> re.Match[str] | None:
+    """The innermost frame (the last, traceback order) outside torch, us and multiprocessing, else the innermost."""
+    user = [m for m in frames if not any(part in m.group(1) for part in _NOT_USER)]
+    return (user or frames)[-1] if frames else None
 
 
 def _innermost_user_frame(trace: str) -> str:
-    frames = [m for m in _FRAME.finditer(trace) if "/torch/" not in m.group(1) and "trn_notebook" not in m.group(1)]
-    if not frames:
-        frames = list(_FRAME.finditer(trace))
-    if not frames:
-        return ""
-    m = frames[-1]
-    return f"{m.group(1)}:{m.group(2)}"
+    m = _user_frame(list(_FRAME.finditer(trace)))
+    return "" if m is None else f"{m.group(1)}:{m.group(2)}"
 
 
 def run_ranks(
