@@ -49,3 +49,15 @@ def test_report_html_escapes_user_text(fresh_device):
     finally:
         trn_notebook.device.policy.clear("<script>alert(1)</script>")
     assert "<script>" not in html and "&lt;script&gt;" in html
+
+
+def test_maintain_row_lists_the_custom_kernels_that_ran(fresh_device):
+    from trn_notebook.nki import nki_op
+    from trn_notebook.nki.kernels import softmax_kernel
+
+    assert "none ran eagerly" in report().rows()[5][1]  # nothing ran yet: said, never "the simulator has none"
+    softmax = nki_op("reporttest::softmax")(softmax_kernel)
+    x = torch.randn(128, 64)
+    torch.testing.assert_close(softmax(x.to("neuron")).cpu(), torch.softmax(x, -1), rtol=1e-5, atol=1e-5)
+    maintain = report().rows()[5][1]
+    assert "reporttest::softmax (1 calls)" in maintain and "none ran" not in maintain

@@ -198,6 +198,17 @@ def _startup(records: list[dict[str, Any]]) -> dict[str, Any] | None:
     }
 
 
+def _custom_kernels() -> str:
+    """The custom (NKI) kernels that ran on the device this session, from the placement log."""
+    from ..nki.bridge import CATEGORY
+
+    rows = backends.current().placement()
+    ran = sorted((name, r["calls"]) for name, r in rows.items() if r["category"] == CATEGORY)
+    if not ran:
+        return "none ran eagerly on neuron in this session"
+    return ", ".join(f"{name} ({calls} calls)" for name, calls in ran)
+
+
 def _maintain(records: list[dict[str, Any]]) -> dict[str, Any]:
     options: dict[str, str] = {}
     for r in records:
@@ -214,9 +225,7 @@ def _maintain(records: list[dict[str, Any]]) -> dict[str, Any]:
     from ..device.registration import SUPPORTED_TORCH
 
     return {
-        "custom kernels": "none registered (the simulator has no NKI kernels)"
-        if simulator
-        else f"{NA} (not inspected)",
+        "custom kernels": _custom_kernels() if simulator else f"{NA} (not inspected)",
         "bucket policies": buckets,
         "compile options in effect": options,
         "op policy overrides": overrides,
