@@ -95,7 +95,7 @@ def status_strings(p: dict[str, Any]) -> tuple[str, str]:
             f"compile cache: {hits} hits, {misses} misses (a miss is one compiled graph)"
             if hits != NA
             else f"compile cache: hits and misses {NA} (the live backend's compile records carry no cache result)",
-            f"ops that fell back to CPU: {fallbacks} (random numbers, drawn on the host by design, included)",
+            f"ops that fell back to CPU: {fallbacks} (random numbers, drawn on the host by the simulator, included)",
             "click to run %trn dashboard",
         ]
     )

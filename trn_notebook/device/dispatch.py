@@ -462,8 +462,8 @@ def _account_host(
     # cpu_fallback: the host waits for the device, copies inputs out, computes, copies results back.
     if name not in _warned:
         _warned.add(name)
-        # Random number generation runs on the host by design (as on the real device): expected, not
-        # actionable, so it is explained once (the device card) instead of warned about.
+        # Random numbers come from the host generator in the simulator (TorchNeuron draws them on the
+        # device): not actionable by the user, so it is explained once (the device card), not warned about.
         if not flags.formatting and info.reason != EXPECTED_ON_HOST:
             where = user_frame() or ("<unknown>", 0)
             warnings.warn_explicit(

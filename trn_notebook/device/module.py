@@ -111,7 +111,7 @@ def synchronize(device: int | None = None) -> None:
     record_sync("torch.neuron.synchronize()")
 
 
-# -- RNG: the real device has no device generator either; random ops run on the host generator --
+# -- RNG: the simulator draws random numbers with the host generator (TorchNeuron: an NKI kernel on GpSimd) --
 def manual_seed(seed: int) -> None:
     """Seed the generator used by random ops on the device (the host generator)."""
     torch.default_generator.manual_seed(seed)

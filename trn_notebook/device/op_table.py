@@ -32,7 +32,7 @@ MATMUL, CONV, CONV_BACKWARD, SDPA, SDPA_BACKWARD = (
     matmul_flops, conv_flops, conv_backward_flops, sdpa_flops, sdpa_backward_flops,
 )  # fmt: skip
 LINALG = "linear algebra runs on the host in TorchNeuron (documented CPU fallback)"
-RNG = "random number generation uses the host generator (no device torch.Generator)"
+RNG = "simulator: random numbers come from the host generator (TorchNeuron draws them on the device, GpSimd)"
 DYNAMIC = "output shape depends on data; the device needs static shapes"
 FFT = "FFT runs on the host"
 SORT, CUBIC = sort_flops, cubic_flops  # host cost of a fallback: n log n, 2·m·n·k

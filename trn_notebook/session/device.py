@@ -17,9 +17,11 @@ from ..status import current_device
 
 CHIPS = tuple(sorted(CHIP_SPECS))
 RNG_NOTE = (
-    "random numbers (torch.randn, rand, randint, dropout masks) are drawn on the host by design, as on the "
-    "real device: they count as cpu_fallback in %trn ops but raise no warning; any other fallback warns once, "
-    "naming its cell and line"
+    "random numbers (torch.randn, rand, randint, dropout masks): on Trainium, TorchNeuron draws them on the "
+    "device with an NKI kernel on the GpSimd engine, seeded by torch.neuron.manual_seed (its 'Random number "
+    "generation' page); the simulator draws them with the host generator instead, so they count as cpu_fallback "
+    "in %trn ops (a host round trip the device does not pay) and the values are CPU's, not the device's. They "
+    "raise no warning; any other fallback warns once, naming its cell and line"
 )
 
 
