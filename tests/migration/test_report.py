@@ -61,3 +61,18 @@ def test_maintain_row_lists_the_custom_kernels_that_ran(fresh_device):
     torch.testing.assert_close(softmax(x.to("neuron")).cpu(), torch.softmax(x, -1), rtol=1e-5, atol=1e-5)
     maintain = report().rows()[5][1]
     assert "reporttest::softmax (1 calls)" in maintain and "none ran" not in maintain
+
+
+def test_startup_row_on_a_warm_cache_says_no_cold_compile_happened(fresh_compiler):
+    from trn_notebook.compiler import backend, compile_log
+
+    model, x = _model().to("neuron"), torch.randn(4, 8).to("neuron")
+    torch.compile(model, backend="neuron")(x)
+    assert "1 miss" in report().rows()[4][1] and "no cold compile" not in report().rows()[4][1]
+    torch._dynamo.reset()
+    backend.clear_memory_cache()  # a new kernel: only the disk cache is left
+    compile_log.reset()
+    torch.compile(model, backend="neuron")(x)
+    startup = report().rows()[4][1]
+    assert "0 miss, 1 disk hit" in startup, startup
+    assert "no cold compile in this session" in startup and "cold compile 0.000 s" not in startup

@@ -187,7 +187,8 @@ def _startup(records: list[dict[str, Any]]) -> dict[str, Any] | None:
     warm = [r["warm_s"] for r in records if r.get("warm_s")]
     return {
         "graphs": len(records),
-        "cold_compile_s": sum(float(r.get("compile_s") or 0.0) for r in cold),
+        # None when every graph came from a cache: a cold compile did not happen here, so it is not 0 s
+        "cold_compile_s": sum(float(r.get("compile_s") or 0.0) for r in cold) if cold else None,
         "disk_hit_compile_s": sum(float(r.get("compile_s") or 0.0) for r in disk),
         "cache": f"{len(cold)} miss, {len(disk)} disk hit, {len(mem)} memory hit"
         if known

@@ -27,6 +27,16 @@ def _ms(seconds: float | None) -> str:
     return NOT_MEASURED if seconds is None else fmt_s(seconds)
 
 
+def _cold(startup: dict[str, Any]) -> str:
+    """The cold-compile clause: the session's cold compiles, or why there were none (all from a cache)."""
+    if startup["cold_compile_s"] is not None:
+        return f"cold compile {startup['cold_compile_s']:.3f} s"
+    return (
+        "no cold compile in this session (every graph came from the compile cache; "
+        f"loading them took {startup['disk_hit_compile_s']:.3f} s)"
+    )
+
+
 class MigrationReport(Result):
     """The report: six questions, the evidence that answers each, and the common ambiguity it avoids."""
 
@@ -124,7 +134,7 @@ class MigrationReport(Result):
         if ev.startup:
             s = ev.startup
             startup = (
-                f"{s['graphs']} graphs ({s['cache']}); cold compile {s['cold_compile_s']:.3f} s; "
+                f"{s['graphs']} graphs ({s['cache']}); {_cold(s)}; "
                 f"warm call {_ms(s['warm_call_s'])} wall ({s.get('wall_label', 'simulator on this host')})"
             )
             if s["recompile_reasons"]:
