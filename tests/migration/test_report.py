@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from torch import nn
 
@@ -76,3 +77,19 @@ def test_startup_row_on_a_warm_cache_says_no_cold_compile_happened(fresh_compile
     startup = report().rows()[4][1]
     assert "0 miss, 1 disk hit" in startup, startup
     assert "no cold compile in this session" in startup and "cold compile 0.000 s" not in startup
+
+
+def test_trn_report_reads_the_session_at_render_time_not_when_the_model_was_measured(fresh_compiler):
+    from trn_notebook import session
+
+    model = _model()
+    report(model, torch.randn(4, 8), runs=1)
+    assert "no compiled run" in session.report().rows()[4][1]
+    dev = model.to("neuron")
+    torch.compile(dev, backend="neuron")(torch.randn(4, 8).to("neuron"))
+    with pytest.warns(UserWarning, match="linalg_qr' fell back to CPU"):  # documented fallback, after the report
+        torch.linalg.qr(torch.randn(4, 4).to("neuron"))
+    rows = session.report().rows()
+    assert "1 miss" in rows[4][1], rows[4][1]
+    assert "linalg_qr" in rows[2][1], rows[2][1]
+    assert rows[1][1].startswith("PASS")  # the model's numerics, measured by the report call, are kept

@@ -189,10 +189,17 @@ def report(
 def last_report() -> MigrationReport:
     """The last report measured with a model in this session, else one from the session's evidence alone."""
     if _last:
-        rep = _last[0]
+        # The model's own stages (run, numerics, latency) are those the last report measured; the session-wide
+        # rows (placement, compiles, maintenance) are read now, so the report reflects every cell run before it.
+        measured, now = _last[0].evidence, collect_evidence(None, None)
+        now.completed, now.numerics, now.latency = measured.completed, measured.numerics, measured.latency
+        now.skipped = dict(measured.skipped)
         return MigrationReport(
-            rep.evidence,
-            ["the report last built with trn_notebook.report(model, inputs, …); call that again to re-measure"],
+            now,
+            [
+                "numerics and latency: the model run of the last trn_notebook.report(model, inputs, …); call it "
+                "again to re-measure. Placement, startup and maintenance: the whole session up to this cell"
+            ],
         )
     return MigrationReport(
         collect_evidence(None, None),
