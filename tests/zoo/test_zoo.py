@@ -31,7 +31,20 @@ def quick_results():
         out = f"{tmp}/models.md"
         data = f"{tmp}/models.json"
         proc = subprocess.run(
-            [sys.executable, "-m", "trn_notebook.zoo", "--quick", "--per-worker", "6", "--out", out, "--json", data],
+            [
+                sys.executable,
+                "-m",
+                "trn_notebook.zoo",
+                "--quick",
+                "--per-worker",
+                "3",
+                "--jobs",
+                "2",
+                "--out",
+                out,
+                "--json",
+                data,
+            ],
             capture_output=True,
             text=True,
             timeout=600,

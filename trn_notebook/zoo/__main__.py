@@ -23,6 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", help="also write the raw per-model results as JSON here")
     parser.add_argument("--in-process", action="store_true", help="no worker subprocesses (not crash-safe)")
     parser.add_argument("--per-worker", type=int, default=1, help="models per worker process (default 1)")
+    parser.add_argument("--jobs", type=int, default=1, help="worker processes at a time (default 1)")
     parser.add_argument("--from-json", metavar="FILES", help="no run: rebuild the table from saved --json results")
     args = parser.parse_args(argv)
     t0 = time.perf_counter()
@@ -51,7 +52,12 @@ def _load(paths: list[str]) -> list[ModelResult]:
 def _run(args: argparse.Namespace, show, parser: argparse.ArgumentParser) -> list[ModelResult]:
     try:
         return run_zoo(
-            args.models, args.quick, isolated=not args.in_process, chunk_size=max(1, args.per_worker), progress=show
+            args.models,
+            args.quick,
+            isolated=not args.in_process,
+            chunk_size=max(1, args.per_worker),
+            jobs=args.jobs,
+            progress=show,
         )
     except ValueError as exc:
         parser.error(str(exc))
