@@ -276,7 +276,9 @@ def build(s: ModelSpec) -> torch.nn.Module:
 
     config = getattr(transformers, s.config)(**s.kwargs)
     for key, value in list(vars(config).items()):  # dropout off: CPU and device must see the same function
-        if isinstance(value, float) and ("dropout" in key or "pdrop" in key or key.endswith("_drop")):
+        if isinstance(value, float) and (
+            "dropout" in key or "pdrop" in key or "drop_path" in key or key.endswith("_drop")
+        ):
             setattr(config, key, 0.0)
     for key in ("layerdrop", "encoder_layerdrop", "decoder_layerdrop", "mask_time_prob", "mask_feature_prob"):
         if hasattr(config, key):
