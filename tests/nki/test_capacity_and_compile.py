@@ -41,6 +41,7 @@ def test_psum_tile_over_capacity_fails_at_allocation():
         big_accumulator(torch.ones(1))
 
 
+@pytest.mark.slow  # the first (cold) compile of the process: ~4 s
 def test_jit_kernel_inside_compile_is_one_kernel_call(fresh_compiler):
     softmax = nki.jit(softmax_kernel)
 

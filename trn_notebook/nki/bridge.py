@@ -41,9 +41,9 @@ def _schema(fn: Callable[..., Any], mutates: tuple[str, ...], outputs: int, type
     params = []
     for i, p in enumerate(inspect.signature(fn).parameters.values()):
         if p.default is inspect.Parameter.empty:
-            kind = (types or {}).get(p.name, "Tensor")
-            alias = f"(a{i}!)" if p.name in mutates and kind == "Tensor" else ""
-            params.append(f"{kind}{alias} {p.name}")
+            given = (types or {}).get(p.name, "Tensor")
+            alias = f"(a{i}!)" if p.name in mutates and given == "Tensor" else ""
+            params.append(f"{given}{alias} {p.name}")
         else:
             kind = _TYPES.get(type(p.default))
             if kind is None:
