@@ -73,6 +73,9 @@ def test_jit_kernel_inside_compile_takes_keywords_and_scalars(fresh_compiler):
     got = f(x.to("neuron"), w.to("neuron"))
     want = torch.nn.functional.rms_norm(x, (64,), w, eps=1e-3) * 3.0
     torch.testing.assert_close(got.cpu(), want, rtol=1e-5, atol=1e-5)
+    # inputs that require grad: no gradient through the kernel, as in eager (nki_op(reference=...) gives one)
+    xg = x.to("neuron").requires_grad_()
+    assert not f(xg, w.to("neuron")).requires_grad and not scaled(xg, 3.0).requires_grad
 
 
 def test_grid_chosen_inside_compile_names_nki_op(fresh_compiler):

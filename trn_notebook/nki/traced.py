@@ -6,8 +6,8 @@ once with :func:`~.bridge.nki_op` as ``trn_nki_jit::<name>_<code hash>`` returni
 registration runs eagerly at trace time (``torch._dynamo.assume_constant_result``), so the graph
 holds one call of the op and the neuron compiler lowers it to one ``kernel_call`` node. What the
 automatic route cannot express (arguments other than tensors and bool/int/float/str, a launch grid
-chosen inside the compiled code) gets an error naming ``trn_notebook.nki_op``, which also takes
-gradients (``reference=``/``backward=``).
+chosen inside the compiled code) gets an error naming ``trn_notebook.nki_op``. Outputs carry no
+gradient, as in eager; ``nki_op(reference=...)`` / ``backward=`` give one.
 """
 
 from __future__ import annotations
@@ -67,6 +67,7 @@ def op_for(kernel: Kernel, kinds: tuple[str, ...]) -> str:
             op = nki_op(qualname, outputs=LIST, types=types)(kernel)
         except (TypeError, ValueError, RuntimeError) as exc:
             raise _refuse(kernel, f"its signature cannot be a custom op schema ({exc})") from None
+        op.register_autograd(_no_gradient, setup_context=_outputs_not_differentiable)
         _OPS[qualname] = op
     return opname
 
@@ -91,3 +92,15 @@ def _kind(a: Any) -> str:
     if isinstance(a, float):
         return "float"
     return "str" if isinstance(a, str) else "?"
+
+
+def _outputs_not_differentiable(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+    """As in eager (the simulator returns plain tensors), a jit kernel's outputs carry no gradient."""
+    ctx.mark_non_differentiable(*output)
+
+
+def _no_gradient(ctx: Any, *grads: Any) -> Any:
+    raise NkiError(
+        "an @nki.jit kernel has no gradient; give one with trn_notebook.nki_op('mylib::name', reference=torch_fn) "
+        "or backward=..."
+    )
