@@ -28,16 +28,22 @@ from ..device.runtime import host_view, wrap
 from .jit import Kernel, simulate
 
 CATEGORY = "custom_kernel"
+LIST = -1
+"""``outputs=LIST``: the op returns ``Tensor[]``, as many tensors as the kernel returns (``nki.jit`` under compile)."""
 _TYPES = {bool: "bool", int: "int", float: "float", str: "str"}
 
 
-def _schema(fn: Callable[..., Any], mutates: tuple[str, ...], outputs: int) -> str:
-    """``(Tensor a, Tensor(a0!) b, float eps=1e-06) -> Tensor`` from the kernel's signature."""
+def _schema(fn: Callable[..., Any], mutates: tuple[str, ...], outputs: int, types: dict[str, str] | None = None) -> str:
+    """``(Tensor a, Tensor(a0!) b, float eps=1e-06) -> Tensor`` from the kernel's signature.
+
+    Parameters without a default are tensors unless ``types`` names another schema type for them.
+    """
     params = []
     for i, p in enumerate(inspect.signature(fn).parameters.values()):
         if p.default is inspect.Parameter.empty:
-            alias = f"(a{i}!)" if p.name in mutates else ""
-            params.append(f"Tensor{alias} {p.name}")
+            given = (types or {}).get(p.name, "Tensor")
+            alias = f"(a{i}!)" if p.name in mutates and given == "Tensor" else ""
+            params.append(f"{given}{alias} {p.name}")
         else:
             kind = _TYPES.get(type(p.default))
             if kind is None:
@@ -48,7 +54,10 @@ def _schema(fn: Callable[..., Any], mutates: tuple[str, ...], outputs: int) -> s
     unknown = set(mutates) - {p.split()[-1] for p in params if p.startswith("Tensor")}
     if unknown:
         raise ValueError(f"nki_op: mutates_args names {sorted(unknown)} that are not tensor parameters of the kernel")
-    ret = "()" if outputs == 0 else "Tensor" if outputs == 1 else "(" + ", ".join(["Tensor"] * outputs) + ")"
+    if outputs == LIST:
+        ret = "Tensor[]"
+    else:
+        ret = "()" if outputs == 0 else "Tensor" if outputs == 1 else "(" + ", ".join(["Tensor"] * outputs) + ")"
     return f"({', '.join(params)}) -> {ret}"
 
 
@@ -66,6 +75,7 @@ def nki_op(
     backward: Callable[..., Any] | None = None,
     setup_context: Callable[..., Any] | None = None,
     reference: Callable[..., Any] | None = None,
+    types: dict[str, str] | None = None,
 ) -> Callable[[Any], Any]:
     """Decorator: register kernel ``fn`` as custom op ``name`` (``"ns::op"``); returns the op.
 
@@ -73,6 +83,8 @@ def nki_op(
     ``reference`` (a PyTorch function computing the same thing) and the backward is the vector-Jacobian
     product of the reference, so a model using the kernel trains.
 
+    ``outputs``: how many tensors the kernel returns (0, 1, n), or :data:`LIST` for ``Tensor[]``;
+    ``types``: schema types (``"float"``, ``"int"``...) of parameters without defaults that are not tensors.
     Raises ``ValueError``/``TypeError`` for a malformed name or signature (from ``torch.library``).
     """
     mutates = (mutates_args,) if isinstance(mutates_args, str) else tuple(mutates_args)
@@ -81,23 +93,23 @@ def nki_op(
         from .standdown import real_nki
 
         k: Kernel = simulate(kernel)
-        schema = _schema(k.fn, mutates, outputs)
+        schema = _schema(k.fn, mutates, outputs, types)
         version = _version(k.fn)
         if real_nki() is not None:  # the real NKI and torch_neuronx own kernels: register the plain call
             op = torch.library.custom_op(name, lambda *a: kernel(*a), mutates_args=mutates, schema=schema)
             return op
 
-        def run(*args: Any) -> Any:
+        def run(*args: Any) -> Any:  # the compiled kernel_call: a tensor or a tuple, as the IR node's outputs
             from torch._subclasses.fake_tensor import FakeTensor
 
             if any(isinstance(a, FakeTensor) for a in args):  # shape propagation (e.g. the cache's check)
-                return _fake(*args)
-            out = k(*args)
-            return _clone_aliases(out, args)
+                out = _fake(*args)
+                return _from_list(out) if outputs == LIST else out
+            return _clone_aliases(k(*args), args)
 
         def impl(*args: Any) -> Any:
             if not any(isinstance(a, torch.Tensor) and a.device.type == "neuron" for a in args):
-                return run(*args)
+                return _as_list(run(*args)) if outputs == LIST else run(*args)
             t0 = time.perf_counter()
             hosts = [host_view(a) if isinstance(a, torch.Tensor) and a.device.type == "neuron" else a for a in args]
             result = k.run(*hosts)
@@ -110,7 +122,7 @@ def nki_op(
             device_s = consts.eager_launch_s + result.report.modeled_s
             clocks.launch(name, device_s, consts.eager_host_dispatch_s, wall, kind="op")
             placement_log.record(name, CATEGORY, wall, device_s)
-            return outs
+            return _as_list(outs) if outputs == LIST else outs
 
         op = torch.library.custom_op(name, impl, mutates_args=mutates, schema=schema)
         specs: dict[Any, Any] = {}
@@ -142,6 +154,8 @@ def nki_op(
                 return None
             device = next(a.device for a in args if isinstance(a, torch.Tensor))
             outs = tuple(torch.empty(s, dtype=d, device=device) for s, d in shapes)
+            if outputs == LIST:
+                return list(outs)
             return outs[0] if outputs == 1 else outs
 
         if backward is not None:
@@ -180,6 +194,14 @@ def _reference_autograd(reference: Callable[..., Any]) -> tuple[Callable[..., An
 
 def _pairs(args: tuple[Any, ...], key: tuple[Any, ...]) -> list[tuple[Any, Any]]:
     return [(a, kk if isinstance(a, torch.Tensor) else (None, None)) for a, kk in zip(args, key)]
+
+
+def _as_list(out: Any) -> list[Any]:
+    return [] if out is None else list(out) if isinstance(out, tuple) else [out]
+
+
+def _from_list(outs: list[Any]) -> Any:
+    return None if not outs else outs[0] if len(outs) == 1 else tuple(outs)
 
 
 def _clone_aliases(out: Any, args: Any) -> Any:

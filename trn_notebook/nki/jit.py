@@ -76,6 +76,10 @@ class Kernel:
         return k
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if torch.compiler.is_compiling():  # inside torch.compile: one custom-op call (a kernel_call launch)
+            from .traced import traced_call
+
+            return traced_call(self, args, kwargs)
         return self.run(*args, **kwargs).outputs
 
     def run(self, *args: Any, chip: str | None = None, meta: bool = False, **kwargs: Any) -> KernelRun:

@@ -128,6 +128,7 @@ class SimContext:
                     f"partition dimension {shape[0]} exceeds {PMAX}: SBUF and PSUM have {PMAX} partitions. "
                     f"Tile dim 0 into chunks of nl.tile_size.pmax ({PMAX}) and loop over them"
                 )
+            self._check_fits(shape, dtype, buffer, name)  # before any memory is taken for it
         else:
             i = self.hbm_index
             self.hbm_index += 1
@@ -147,6 +148,31 @@ class SimContext:
         else:
             self.shared.append(st)
         return NkiTensor(data, st)
+
+    def _check_fits(self, shape: tuple[int, ...], dtype: torch.dtype, buffer: MemoryRegion, name: str) -> None:
+        """A tile larger than a whole partition of its buffer can never be placed: refuse it at allocation.
+
+        Live tiles are counted at first use (:meth:`touch`); this check needs no live set.
+        """
+        per_partition = math.prod(shape[1:]) * dtype.itemsize
+        cap = self.spec.sbuf_partition_bytes if buffer is sbuf else self.spec.psum_partition_bytes
+        if per_partition <= cap:
+            return
+        what = "SBUF" if buffer is sbuf else "PSUM"
+        layout = (
+            f"{PMAX} partitions x {cap / 1024:.0f} KiB = {PMAX * cap / 2**20:.0f} MiB"
+            if buffer is sbuf
+            else f"{PMAX} partitions x {self.spec.psum_banks} banks x {self.bank_bytes} B = {PMAX * cap / 2**20:.0f} MiB"
+        )
+        fmax = cap // dtype.itemsize
+        raise fail(
+            f"{what} capacity exceeded at allocation: tile {name or ''}{shape} {dtype} asks {per_partition:,} B "
+            f"({per_partition / 1024:.1f} KiB) per partition, but one {what} partition holds {cap:,} B on "
+            f"{self.spec.name} ({layout} per NeuronCore; device/chips.py, from shared/reference/trainium-figures.md). "
+            f"Keep the free size of a {dtype} tile at most {fmax:,} elements: split the free dimension into tiles "
+            "and loop over them",
+            NkiCapacityError,
+        )
 
     def touch(self, tensors: list[NkiTensor]) -> None:
         """Reserve on-chip space for tiles used for the first time; raises :class:`NkiCapacityError` when full.

@@ -26,6 +26,7 @@ import torch
 import torch.autograd.profiler as _ap
 
 from ..device.autoload import real_backend_present
+from .kineto import TRACE_SEPARATORS
 from .link import link, simulator_kernels
 from .merge import merge_trace
 from .recorder import TID, WALL_NS, Session, recorder
@@ -120,7 +121,7 @@ def merge_file(path: str | Path, session: Session, device_lanes: bool) -> None:
     p = Path(path)
     trace = json.loads(p.read_text(encoding="utf-8"))
     merge_trace(trace, session, device_lanes)
-    p.write_text(json.dumps(trace, separators=(",", ":")), encoding="utf-8")
+    p.write_text(json.dumps(trace, separators=TRACE_SEPARATORS), encoding="utf-8")
 
 
 def annotate_function_events(prof: Any, session: Session) -> None:

@@ -8,6 +8,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from .kineto import TRACE_SEPARATORS
+
 
 def trace_dict(prof: Any) -> dict[str, Any]:
     """The merged Chrome trace of a stopped ``torch.profiler`` profile, as a dict.
@@ -31,5 +33,5 @@ def trace_dict(prof: Any) -> dict[str, Any]:
 def save_trace_dict(trace: dict[str, Any], path: str | Path) -> Path:
     """Write a trace dict as compact JSON (``.json``); returns the path. Raises ``OSError`` on failure."""
     p = Path(path)
-    p.write_text(json.dumps(trace, separators=(",", ":")), encoding="utf-8")
+    p.write_text(json.dumps(trace, separators=TRACE_SEPARATORS), encoding="utf-8")
     return p

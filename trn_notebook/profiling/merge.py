@@ -2,7 +2,9 @@
 
 Lanes (threads of the modeled process): host dispatch, eager device ops, compiled graphs, kernels
 inside graphs, transfers, syncs, fallbacks, compile; an ``HBM`` counter track; flow arrows from the
-host op that issued each event. Times in the modeled process are the simulator's *modeled* clocks,
+host op that issued each event. Device events follow Kineto's device-event schema (stream, correlation
+with their modeled launch, ``ac2g`` flows, ``deviceProperties``, ``distributedInfo``; :mod:`.kineto`),
+so HolisticTraceAnalysis and TensorBoard find the device work. Times in the modeled process are the simulator's *modeled* clocks,
 anchored at the wall time the recording started (the CPU process keeps Kineto's wall time), plus the
 wall seconds of graphs compiled inside the window (a real host would stall the device that long).
 """
@@ -13,6 +15,8 @@ import bisect
 import linecache
 from typing import Any
 
+from . import kineto
+from .kineto import CAT_GRAPH, CAT_KERNEL, CAT_MEMCPY, STREAM_COMPUTE, STREAM_DMA
 from .link import link, simulator_kernels
 from .recorder import ALLOC, DETAIL, DUR, FRAME, HOST, KIND, NAME, RESERVED, START, TID, WALL_NS, Session
 
@@ -70,6 +74,7 @@ def merge_trace(trace: dict[str, Any], session: Session, device_lanes: bool = Tr
     trace["trnNotebook"] = meta
     if not device_lanes:
         return trace
+    kineto.add_metadata(trace, session.chip)
     hosts = [events[cpu_idx[o]] if o >= 0 else None for o in owner]
     backward = _backward_sources(session, events, cpu_idx, owner, parent)
     events.extend(_modeled_events(session, hosts, to_us, backward))
@@ -148,6 +153,7 @@ def _modeled_events(
     run_n = 0
     last_alloc = -1
     flow_id = FLOW_BASE
+    corr = kineto.CORRELATION_BASE
     k = 0
     for n, (r, host_op) in enumerate(zip(session.records, hosts)):
         while k < len(starts) and starts[k] <= r[WALL_NS]:
@@ -171,18 +177,34 @@ def _modeled_events(
                 args["shapes"] = hargs["Input Dims"]
             args["wall_us"] = host_op.get("dur", 0.0)
         host_now = anchor + (r[HOST] - m0) * 1e6 + shift
+        ext = (host_op.get("args") or {}).get("External id") if host_op is not None else None
+        launch: dict[str, Any] | None = None
+        target: dict[str, Any] | None = None
         if kind in ("op", "graph"):
+            launch_ts = anchor + (prev_host - m0) * 1e6 + shift
             if run_start is None:
-                run_start = anchor + (prev_host - m0) * 1e6 + shift
+                run_start = launch_ts
             run_n += 1
+            corr += 1
             args["op"] = name if kind == "graph" else f"aten::{name}"
             args["modeled_us"] = dur
-            ev = _x(kind, args["op"], start, dur, args)
-            out.append(ev)
+            launch = kineto.runtime_event(f"launch {args['op']}", launch_ts, host_now - launch_ts, LANES["host"][0],
+                                          PID, corr, ext, {"modeled_us": host_now - launch_ts})  # fmt: skip
+            out.append(launch)
+            kernels = []
             if kind == "graph" and detail is not None:
                 kernels = _graph_kernels(detail, start, args.get("source", ""), args.get("code", ""))
                 args["has_kernels"] = bool(kernels)
-                out.extend(kernels)
+            if kernels:  # the graph is a device-side range around its kernels, which share its launch
+                ev = _x(kind, args["op"], start, dur, args, CAT_GRAPH)
+                for kn in kernels:
+                    kineto.device_args(kn["args"], STREAM_COMPUTE, corr, ext)
+                target = kernels[0]
+            else:
+                ev = _x(kind, args["op"], start, dur, kineto.device_args(args, STREAM_COMPUTE, corr, ext), CAT_KERNEL)
+                target = ev
+            out.append(ev)
+            out.extend(kernels)
         else:
             if run_start is not None:
                 out.append(_host_run(run_start, start, run_n))
@@ -210,9 +232,20 @@ def _modeled_events(
                 else:
                     args["op"] = name
                     label = f"{'H2D' if d.get('h2d') else 'D2H'} {args['bytes']} B" if lane == "transfer" else name
-                ev = _x(lane, label, start, dur, args)
-                out.append(ev)
-                out.append(_x("host", label, start, dur, {"op": args["op"], "modeled_us": dur}))
+                if lane == "transfer":  # Kineto's memcpy naming, which HTA's memory-kernel rule matches
+                    corr += 1
+                    kname = "Memcpy HtoD (host -> neuron)" if d.get("h2d") else "Memcpy DtoH (neuron -> host)"
+                    ev = _x(lane, kname, start, dur, kineto.device_args(args, STREAM_DMA, corr, ext), CAT_MEMCPY)
+                    launch = kineto.runtime_event(label, start, dur, LANES["host"][0], PID, corr, ext,
+                                                  {"op": args["op"], "modeled_us": dur})  # fmt: skip
+                    out.extend((ev, launch))
+                    target = ev
+                else:
+                    ev = _x(lane, label, start, dur, args)
+                    out.append(ev)
+                    out.append(_x("host", label, start, dur, {"op": args["op"], "modeled_us": dur}))
+        if launch is not None and target is not None:
+            out.extend(kineto.flow(launch["args"]["correlation"], launch, target))
         if ev is not None and host_op is not None and "ts" in host_op:
             flow_id += 1
             out.append({"ph": "s", "id": flow_id, "name": "neuron launch", "cat": "neuron_flow", "ts": host_op["ts"],
@@ -233,8 +266,9 @@ def _last_host(session: Session) -> float:
     return session.records[-1][HOST] if session.records else session.model_start_s
 
 
-def _x(lane: str, name: str, ts: float, dur: float, args: dict[str, Any]) -> dict[str, Any]:
-    return {"ph": "X", "name": name, "cat": lane, "ts": ts, "dur": dur, "pid": PID, "tid": LANES[lane][0], "args": args}
+def _x(lane: str, name: str, ts: float, dur: float, args: dict[str, Any], cat: str = "") -> dict[str, Any]:
+    return {"ph": "X", "name": name, "cat": cat or lane, "ts": ts, "dur": dur, "pid": PID, "tid": LANES[lane][0],
+            "args": args}  # fmt: skip
 
 
 def _host_run(start: float, end: float, n: int) -> dict[str, Any]:
@@ -271,7 +305,7 @@ def _graph_kernels(exe: Any, start_us: float, source: str, code: str = "") -> li
             "modeled_us": kn.device_s * 1e6,
             "graph": getattr(exe, "launch_name", ""),
         }
-        out.append(_x("kernel", args["op"], t, kn.device_s * 1e6, args))
+        out.append(_x("kernel", args["op"], t, kn.device_s * 1e6, args, CAT_KERNEL))
         t += kn.device_s * 1e6
     return out
 
