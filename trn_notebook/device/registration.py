@@ -234,6 +234,7 @@ def register() -> None:
         from . import storage_resize as _storage_resize
         from .attention import register_attention
         from .dispatch import run_op
+        from .flex import refuse_flex_attention_on_neuron
         from .guard import NeuronDeviceGuard, NeuronHooks
         from .host_ops import register_host_composites
         from .kernels import register_kernels
@@ -258,6 +259,7 @@ def register() -> None:
         keep_parameters_on_conversion()
         _route_accelerator()
         _storage_resize.install()  # UntypedStorage.resize_ on neuron (FSDP2 frees/regathers parameters)
+        refuse_flex_attention_on_neuron()  # PyTorch refuses the device; we say why and what to use
         if "torch._dynamo" in sys.modules:
             skip_dynamo_tracing()
         _registered = True
