@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from .accelerator_ops import RECORDS as ACCELERATOR_ONLY  # no CPU kernel: decomposed or refused
 from .registry import (
     NO_KERNEL,
     conv_backward_flops,
@@ -467,4 +468,5 @@ RECORDS = (
             "linalg_vector_norm",
         )
     ),
+    *ACCELERATOR_ONLY,
 )

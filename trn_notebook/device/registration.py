@@ -232,6 +232,7 @@ def register() -> None:
 
         from . import module as device_module
         from . import storage_resize as _storage_resize
+        from .accelerator_ops import register_decompositions
         from .attention import register_attention
         from .dispatch import run_op
         from .flex import refuse_flex_attention_on_neuron
@@ -248,6 +249,7 @@ def register() -> None:
         lib = torch.library.Library("aten", "IMPL")
         register_kernels(lib)
         register_attention(lib)
+        register_decompositions(lib)  # accelerator-only ops ATen calls on neuron (nn.LSTM's fused cell)
         register_host_composites(lib)
         _libs.extend([lib_fallback, lib])
         _register_autocast(lib_fallback)
