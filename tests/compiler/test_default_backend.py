@@ -128,3 +128,16 @@ def test_flex_attention_elsewhere_and_dense_masks_on_neuron_are_unchanged():
     torch.testing.assert_close(flex_attention(q, k, v, score_mod=_relative), want, rtol=1e-5, atol=1e-5)
     mask = create_mask(_causal, 1, 1, 16, 16, device="neuron")  # a dense mask also serves SDPA: allowed
     assert mask.device.type == "neuron" and torch.equal(mask.cpu(), create_mask(_causal, 1, 1, 16, 16, "cpu"))
+
+
+def test_the_int64_downcast_note_does_not_advise_32_bit_token_ids():
+    from trn_notebook.compiler.backend import _downcast_advice
+
+    ints = _downcast_advice("idx:i64,targets:i64")
+    assert "keep them int64" in ints and "cross_entropy" in ints and "pass float32" not in ints
+    assert "pass 32-bit" not in ints  # cross_entropy refuses int32 targets: that advice would break the model
+    floats = _downcast_advice("x:f64")
+    assert "float32 precision" in floats and "int64" not in floats
+    assert "float32 precision" in _downcast_advice("x:f64,idx:i64") and "keep them int64" in _downcast_advice(
+        "x:f64,idx:i64"
+    )

@@ -160,7 +160,7 @@ RECORDS = (
     op("max_pool2d_with_indices", NATIVE, ir="max_pool2d", kind=LIBRARY),
     op("max_pool2d_with_indices_backward", NATIVE, ir="max_pool2d_backward", kind=LIBRARY, i64_index=True),
     op("mm", NATIVE, flops=MATMUL, autocast=LOWER, direct=("default",), ir="mm", kind=MATMUL_K),
-    op("mse_loss", NATIVE, autocast=FP32, ir="mse_loss", kind=LIBRARY),
+    op("mse_loss", NATIVE, autocast=FP32, direct=("default",), ir="mse_loss", kind=LIBRARY),
     op("mse_loss_backward", NATIVE, ir="mse_loss_backward", kind=LIBRARY),
     op("mv", NATIVE, autocast=LOWER),
     op("native_batch_norm", NATIVE),
