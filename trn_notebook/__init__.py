@@ -20,6 +20,7 @@ from .api import (  # noqa: E402
     set_memory_capacity,
     set_op_category,
 )
+from .backends.dynamo import route_default_compile as _route_default_compile  # noqa: E402
 from .device import get_chip  # noqa: E402
 from .distributed import compare_ranks  # noqa: E402, F401 - public API
 from .distributed import register as _register_distributed  # noqa: E402 - the "neuron" c10d backend
@@ -81,6 +82,7 @@ def _install_lazy_dynamo_metrics() -> None:
 
 _install_lazy_dynamo_metrics()
 _register_distributed()
+_route_default_compile()  # torch.compile(model) on neuron: our compiler with a one-time note, not Inductor
 
 
 def load_ipython_extension(ipython: object) -> None:

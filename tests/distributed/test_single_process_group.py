@@ -44,3 +44,29 @@ def test_optimizer_step_waits_for_collectives_in_flight(neuron_group):
     comm, exposed = exposed_comm()
     assert comm >= 1e-3 and exposed > 0
     assert torch.equal(p.detach().cpu(), torch.full((1024,), 0.9))
+
+
+def test_init_process_group_without_backend_serves_cpu_and_neuron(tmp_path, fresh_device):
+    """No backend (PyTorch's newer tutorials): CPU tensors get gloo as without trn-notebook, neuron ours."""
+    dist.init_process_group(init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        group = dist.group.WORLD
+        assert type(group._get_backend(torch.device("cpu"))).__name__ == "ProcessGroupGloo"
+        assert dist.get_backend_config() == "cpu:gloo,neuron:neuron"
+        cpu = torch.arange(4.0)
+        dist.all_reduce(cpu)
+        dev = torch.arange(4.0, device="neuron")
+        dist.all_reduce(dev)
+        assert dev.device.type == "neuron" and torch.equal(dev.cpu(), cpu)
+    finally:
+        dist.destroy_process_group()
+
+
+def test_an_explicit_backend_keeps_pytorchs_own_mapping(tmp_path, fresh_device):
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        assert dist.get_backend_config() == "cpu:gloo,cuda:gloo"
+        with pytest.raises(RuntimeError, match="no backend for neuron tensors"):
+            dist.all_reduce(torch.ones(2, device="neuron"))
+    finally:
+        dist.destroy_process_group()

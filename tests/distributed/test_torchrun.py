@@ -24,25 +24,119 @@ print(f"rank {rank}/{dist.get_world_size()} {x.device} {x.cpu().tolist()}", flus
 dist.destroy_process_group()
 """
 
+# PyTorch's DDP tutorial (intermediate/ddp_tutorial, "Initialize DDP with torch.distributed.run/torchrun")
+# as a user writes it for a CPU machine: no backend argument, no trn_notebook import. The device is the
+# script's only argument, so the CPU run never touches neuron.
+DDP_TUTORIAL = """
+import sys
 
-@pytest.mark.slow
-def test_torchrun_runs_an_unchanged_script(tmp_path):
-    script = tmp_path / "train.py"
-    script.write_text(SCRIPT)
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.optim as optim
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+class ToyModel(nn.Module):
+    def __init__(self):
+        super(ToyModel, self).__init__()
+        self.net1 = nn.Linear(10, 10)
+        self.relu = nn.ReLU()
+        self.net2 = nn.Linear(10, 5)
+
+    def forward(self, x):
+        return self.net2(self.relu(self.net1(x)))
+
+
+def demo_basic(device):
+    dist.init_process_group()
+    rank = dist.get_rank()
+    print(f"Start running basic DDP example on rank {rank}.")
+    torch.manual_seed(0)
+    model = ToyModel().to(device)
+    ddp_model = DDP(model)
+    loss_fn = nn.MSELoss()
+    optimizer = optim.SGD(ddp_model.parameters(), lr=0.001)
+    torch.manual_seed(rank)
+    optimizer.zero_grad()
+    outputs = ddp_model(torch.randn(20, 10).to(device))
+    labels = torch.randn(20, 5).to(device)
+    loss_fn(outputs, labels).backward()
+    optimizer.step()
+    weights = model.net2.weight.detach().cpu().flatten().tolist()
+    print(f"rank {rank} on {outputs.device.type} weights {weights}", flush=True)
+    dist.destroy_process_group()
+    print(f"Finished running basic DDP example on rank {rank}.")
+
+
+if __name__ == "__main__":
+    demo_basic(sys.argv[1])
+"""
+
+
+def _torchrun(script: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
     root = Path(__file__).resolve().parents[2]
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=f"{root}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    env = dict(env or os.environ, OMP_NUM_THREADS="1")
+    env["PYTHONPATH"] = f"{root}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"
     port = str(free_port())
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", port, str(script)]
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", port]
     # its own session: on a timeout the whole group (torchrun and its workers) is killed, nothing left behind
-    proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True
+    return subprocess.Popen(
+        [*cmd, str(script), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,
     )
+
+
+def _finish(proc: subprocess.Popen[str]) -> str:
     try:
         out, err = proc.communicate(timeout=240)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-    assert proc.returncode == 0, err[-2000:]
+    assert proc.returncode == 0, err[-3000:]
+    return out
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Every torchrun of this module started at once: each run mostly waits for its workers' imports."""
+    tmp = tmp_path_factory.mktemp("torchrun")
+    (tmp / "train.py").write_text(SCRIPT)
+    (tmp / "ddp_tutorial.py").write_text(DDP_TUTORIAL)
+    procs = {
+        "neuron backend": _torchrun(tmp / "train.py"),
+        "tutorial cpu": _torchrun(tmp / "ddp_tutorial.py", "cpu"),
+        "tutorial neuron": _torchrun(tmp / "ddp_tutorial.py", "neuron"),
+    }
+    yield procs
+    for proc in procs.values():
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+@pytest.mark.slow
+def test_torchrun_runs_an_unchanged_script(runs):
+    out = _finish(runs["neuron backend"])
     assert "rank 0/2 neuron:0 [3.0, 3.0, 3.0]" in out
     assert "rank 1/2 neuron:0 [3.0, 3.0, 3.0]" in out
+
+
+def _weights(out: str, device: str) -> dict[str, str]:
+    lines = [line for line in out.splitlines() if line.startswith("rank ")]
+    assert len(lines) == 2 and all(f" on {device} weights " in line for line in lines), out
+    return {line.split()[1]: line.split(" weights ")[1] for line in lines}
+
+
+@pytest.mark.slow
+def test_the_unchanged_ddp_tutorial_runs_on_cpu_and_on_neuron(runs):
+    """Installed trn-notebook leaves the CPU-only tutorial as it is; on neuron it trains to the same weights."""
+    cpu = _weights(_finish(runs["tutorial cpu"]), "cpu")
+    neuron = _weights(_finish(runs["tutorial neuron"]), "neuron")
+    assert cpu["0"] == cpu["1"]  # DDP averaged the two ranks' gradients: both hold the same weights
+    assert neuron == cpu

@@ -422,13 +422,27 @@ class _Capture:
 
             where = user_frame() or ("<unknown>", 0)
             warnings.warn_explicit(
-                f"neuron: {self.model} computes 64-bit inputs ({what}) in 32 bits and casts outputs back; "
-                "expect float32 precision (the device has no native 64-bit); pass 32-bit inputs to silence this",
+                f"neuron: {self.model} computes 64-bit inputs ({what}) in 32 bits and casts outputs back "
+                f"(the device has no native 64-bit); {_downcast_advice(what)}",
                 UserWarning,
                 where[0],
                 where[1],
                 "trn_notebook",
             )
+
+
+def _downcast_advice(what: str) -> str:
+    """What a downcast means for the inputs named in ``what`` ("name:i64,name:f64"), and what to do."""
+    kinds = {part.rsplit(":", 1)[-1] for part in what.split(",")}
+    advice = []
+    if kinds & {"f64"}:
+        advice.append("float64 inputs get float32 precision: pass float32 inputs to silence this")
+    if kinds - {"f64"}:
+        advice.append(
+            "int64 inputs stay exact while every value fits in int32 (|x| < 2**31), as token ids, targets and "
+            "indices do; keep them int64 (cross_entropy, embedding and gather require int64 indices)"
+        )
+    return "; ".join(advice)
 
 
 @contextlib.contextmanager

@@ -21,6 +21,7 @@ import torch
 
 from . import config as _config
 from . import costmodel
+from .accelerator_ops import no_cpu_kernel_error
 from .clocks import clocks
 from .op_table import RNG as EXPECTED_ON_HOST  # by design on the host: explained once, not warned
 from .placement import placement_log, user_frame
@@ -315,11 +316,13 @@ def _missing_cpu_dtype(
     op: torch._ops.OpOverload, info: _OpInfo, hargs: list[Any], kwargs: dict[str, Any], exc: NotImplementedError
 ) -> Any:
     """An op/dtype pair with no CPU kernel: upcast where the device supports it, else a clear error."""
+    where = user_frame()
+    line = ":".join(map(str, where or ("unknown",)))
+    if "from the 'CPU' backend" in str(exc):  # no CPU kernel at all (an accelerator-only op)
+        raise no_cpu_kernel_error(f"aten::{info.name}", line, exc) from exc
     if "not implemented for" not in str(exc):
         raise exc
     dtypes = sorted({str(a.dtype) for a in hargs if isinstance(a, _Tensor)})
-    where = user_frame()
-    line = f"{where[0]}:{where[1]}" if where else "unknown"
     ints = [a for a in hargs if isinstance(a, _Tensor) and not a.is_floating_point() and not a.is_complex()]
     if info.name in UPCAST_INTEGER_INPUTS and ints and kwargs.get("out") is None:
         dtype = ints[0].dtype
@@ -329,10 +332,7 @@ def _missing_cpu_dtype(
             warnings.warn_explicit(
                 f"aten::{info.name} on {dtype}: the CPU has no kernel for it, so the neuron device computes it in "
                 f"float32 and returns {dtype} (as CUDA does); shown once",
-                NeuronFallbackWarning,
-                where[0] if where else "<unknown>",
-                where[1] if where else 0,
-                "trn_notebook",
+                *(NeuronFallbackWarning, *(where or ("<unknown>", 0)), "trn_notebook"),
             )
         up = [a.float() if isinstance(a, _Tensor) and a.dtype == dtype else a for a in hargs]
         out = op(*up, **kwargs)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from .accelerator_ops import RECORDS as ACCELERATOR_ONLY  # no CPU kernel: decomposed or refused
 from .registry import (
     NO_KERNEL,
     conv_backward_flops,
@@ -159,7 +160,7 @@ RECORDS = (
     op("max_pool2d_with_indices", NATIVE, ir="max_pool2d", kind=LIBRARY),
     op("max_pool2d_with_indices_backward", NATIVE, ir="max_pool2d_backward", kind=LIBRARY, i64_index=True),
     op("mm", NATIVE, flops=MATMUL, autocast=LOWER, direct=("default",), ir="mm", kind=MATMUL_K),
-    op("mse_loss", NATIVE, autocast=FP32, ir="mse_loss", kind=LIBRARY),
+    op("mse_loss", NATIVE, autocast=FP32, direct=("default",), ir="mse_loss", kind=LIBRARY),
     op("mse_loss_backward", NATIVE, ir="mse_loss_backward", kind=LIBRARY),
     op("mv", NATIVE, autocast=LOWER),
     op("native_batch_norm", NATIVE),
@@ -467,4 +468,5 @@ RECORDS = (
             "linalg_vector_norm",
         )
     ),
+    *ACCELERATOR_ONLY,
 )

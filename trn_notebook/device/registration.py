@@ -232,8 +232,10 @@ def register() -> None:
 
         from . import module as device_module
         from . import storage_resize as _storage_resize
+        from .accelerator_ops import register_decompositions
         from .attention import register_attention
         from .dispatch import run_op
+        from .flex import refuse_flex_attention_on_neuron
         from .guard import NeuronDeviceGuard, NeuronHooks
         from .host_ops import register_host_composites
         from .kernels import register_kernels
@@ -247,6 +249,7 @@ def register() -> None:
         lib = torch.library.Library("aten", "IMPL")
         register_kernels(lib)
         register_attention(lib)
+        register_decompositions(lib)  # accelerator-only ops ATen calls on neuron (nn.LSTM's fused cell)
         register_host_composites(lib)
         _libs.extend([lib_fallback, lib])
         _register_autocast(lib_fallback)
@@ -258,6 +261,7 @@ def register() -> None:
         keep_parameters_on_conversion()
         _route_accelerator()
         _storage_resize.install()  # UntypedStorage.resize_ on neuron (FSDP2 frees/regathers parameters)
+        refuse_flex_attention_on_neuron()  # PyTorch refuses the device; we say why and what to use
         if "torch._dynamo" in sys.modules:
             skip_dynamo_tracing()
         _registered = True

@@ -22,7 +22,7 @@ One :class:`OpRecord` per ATen base op (``"mm"``, ``"add_"``, ``"_softmax"``) ho
   kind (``view``, ``pointwise``, ``reduction``, ``matmul``, ``library``, ``copy``, ``factory``) and
   whether it runs on the ScalarE; ``random``/``reduces``/``i64_index`` tell the passes how to treat
   it. The compiler builds its op set from these (``compiler/ops.py``);
-* ``host_composite``/``upcast_int`` — special eager handling (see the field comments).
+* ``host_composite``/``upcast_int``/``decomposed`` — special eager handling (see the field comments).
 
 The records are in :mod:`.op_table`; adding an op is one ``op(...)`` line there (or one
 :meth:`OpRegistry.register` call at run time). :func:`set_op_category` overrides a category.
@@ -164,6 +164,7 @@ class OpRecord:
     i64_index: bool = False  # IR op whose index inputs stay 64-bit through dtype legalisation
     host_composite: bool = False  # runs on the host as a whole, below autograd (its decomposition would not)
     upcast_int: bool = False  # no CPU kernel for integer inputs: computed in float32 and cast back (as CUDA)
+    decomposed: bool = False  # no CPU kernel at all: its decomposition runs on the device (accelerator_ops)
     ns: str = "aten"
 
     @property

@@ -214,4 +214,31 @@ def register() -> None:
                 lib.impl(name, _make_kernel(name, kind, async_index), "PrivateUse1")
             _register_wait_tensor(lib)
         _lib = lib
+        _default_group_keeps_cpu()
         _registered = True
+
+
+def _default_group_keeps_cpu() -> None:
+    """``init_process_group()`` with no backend builds ``cpu:gloo,neuron:neuron`` while neuron is the accelerator.
+
+    PyTorch maps an undefined backend to the default backend of the current accelerator only
+    (``BackendConfig``: ``{accelerator: default_device_backend_map[accelerator]}``). Without this, a
+    CPU-only program (which never touches ``neuron``) loses the ``cpu:gloo`` group it gets when
+    trn-notebook is not installed ("No backend type associated with device type cpu"), and collectives on
+    neuron tensors, which our kernels re-issue on CPU views, fail the same way. Every other backend
+    string, and an undefined one with any other accelerator, keeps PyTorch's own mapping.
+    """
+    from torch.distributed import distributed_c10d as c10d
+
+    config = c10d.BackendConfig
+    original = config.__init__
+    if getattr(original, "_trn_notebook", False):
+        return
+
+    def __init__(self: Any, backend: Any) -> None:
+        if str(backend) == dist.Backend.UNDEFINED and torch._C._get_accelerator().type == BACKEND:
+            backend = dist.Backend(f"cpu:{dist.Backend.GLOO},{BACKEND}:{BACKEND}")
+        original(self, backend)
+
+    __init__._trn_notebook = True  # type: ignore[attr-defined]
+    config.__init__ = __init__  # type: ignore[method-assign]
