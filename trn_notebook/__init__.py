@@ -22,6 +22,7 @@ from .api import (  # noqa: E402
 )
 from .device import get_chip  # noqa: E402
 from .distributed import compare_ranks  # noqa: E402, F401 - public API
+from .dry import dryrun  # noqa: E402
 from .distributed import register as _register_distributed  # noqa: E402 - the "neuron" c10d backend
 from .migration import report  # noqa: E402
 from .portcheck import port_check  # noqa: E402
@@ -108,6 +109,7 @@ __all__ = [
     "bucketed",
     "clear_op_tracking",
     "compile",
+    "dryrun",
     "explain",
     "get_chip",
     "get_executed_ops",

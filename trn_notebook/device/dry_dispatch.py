@@ -55,9 +55,11 @@ class Finding:
     op: str
     source: str
     stand_in: str  # what the dry run used instead of the value it cannot know
+    count: int = 1  # calls from that line
 
     def __str__(self) -> str:
-        return f"{self.source}: {self.op} ({self.kind}) reads device values on the host; dry run used {self.stand_in}"
+        times = f" ×{self.count}" if self.count > 1 else ""
+        return f"{self.source}: {self.op}{times} reads device values on the host; the dry run used {self.stand_in}"
 
 
 class DryRunError(RuntimeError):
@@ -127,7 +129,7 @@ class DryMode(TorchDispatchMode):
         super().__init__()
         self.tracker = tracker
         self.on_data_dependent = on_data_dependent
-        self.findings: list[Finding] = []
+        self._findings: dict[tuple[str, str, str], Finding] = {}
         self.ops = 0
         self._composite: list[Any] = []  # composites being expanded (a composite calling itself goes to fake)
         self._direct: dict[Any, Callable[..., Any]] = {
@@ -165,7 +167,7 @@ class DryMode(TorchDispatchMode):
             if r == CIA:
                 with self:
                     return func.decompose(*args, **kwargs)
-        if r in (CEANF, CEA):  # a composite kernel that calls itself (detach, alias): metadata only
+        if r in (CEANF, CEA):  # a composite kernel calling itself (detach): metadata only
             return self._fake(func, args, kwargs)
         return self._run(func, args, kwargs)
 
@@ -176,6 +178,10 @@ class DryMode(TorchDispatchMode):
                 out = func._op_dk(key, *args, **kwargs)
         finally:
             self._composite.pop()
+        if any(t.device.type == "meta" for t in _tensors(out)):
+            # The composite built its result in C++ without a sub-op (_unsafe_view): on the device that is a
+            # view with nothing charged; FakeTensorMode gives it the right device.
+            return self._fake(func, args, kwargs)
         for t in _tensors(out):
             if _is_neuron(t):
                 self.tracker.track(t)
@@ -344,7 +350,14 @@ class DryMode(TorchDispatchMode):
                 "device it is a host sync). Move the value read out of the dry run, or use "
                 "trn_notebook.dryrun(on_data_dependent='continue') to go on with a stand-in value."
             )
-        self.findings.append(Finding(kind, op, source, stand_in))
+        key = (kind, op, source)
+        seen = self._findings.get(key)
+        self._findings[key] = Finding(kind, op, source, stand_in, 1 if seen is None else seen.count + 1)
+
+    @property
+    def findings(self) -> list[Finding]:
+        """Value reads so far, one per (kind, op, source line), in first-seen order."""
+        return list(self._findings.values())
 
     def _dynamic_shape(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """An output whose shape depends on values: the largest it can be (an upper bound for memory)."""

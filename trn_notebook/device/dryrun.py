@@ -24,6 +24,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from .allocator import MemorySnapshot
 from .clocks import ClockSnapshot, ClockState, clocks
 from .dry_dispatch import DryMode, Finding
+from .dry_modules import ModuleRestorer
 from .fake_alloc import DryAllocator, StorageTracker
 from .placement import PlacementSnapshot, placement_log
 from .runtime import allocator as _real_allocator
@@ -58,6 +59,7 @@ class DrySession:
         self.tracker = StorageTracker(self.allocator)
         self.fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
         self.mode = DryMode(self.tracker, on_data_dependent)
+        self.modules = ModuleRestorer()
         self._saved: tuple[Any, ...] | None = None
         self._dry_state: tuple[Any, ...] | None = None
         self._t0 = 0.0
@@ -76,6 +78,7 @@ class DrySession:
             clocks.state = ClockState()
         _active.session = self
         self._t0 = time.perf_counter()
+        self.modules.install()
         self.fake_mode.__enter__()
         self.mode.__enter__()
         return self
@@ -87,6 +90,7 @@ class DrySession:
             self.mode.__exit__(tp, exc, tb)
         finally:
             self.fake_mode.__exit__(tp, exc, tb)
+            self.modules.restore()  # models built outside and moved in get their real tensors back
             self.wall_s = time.perf_counter() - self._t0
             self.figures = self.snapshot()
             assert self._saved is not None
