@@ -319,10 +319,17 @@ class DryMode(TorchDispatchMode):
     def _item(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """``.item()`` / ``bool(t)`` / ``tolist``: a finding and a stand-in zero (a sync + tiny copy on device)."""
         t = args[0]
-        value: Any = _STAND_IN.get(t.dtype, 0.0 if t.is_floating_point() else 0)
-        if t.is_complex():
-            value = 0j
-        self._finding("item", "aten::_local_scalar_dense (.item(), bool(t), tolist, Python control flow)", repr(value))
+        try:
+            value: Any = func(*args, **kwargs)  # a value FakeTensorMode knows (a constant such as Adam's step)
+            known = True
+        except DataDependentOutputException:
+            value = _STAND_IN.get(t.dtype, 0.0 if t.is_floating_point() else 0)
+            if t.is_complex():
+                value = 0j
+            known = False
+        if not known or _is_neuron(t):
+            what = repr(value) if not known else f"{value!r} (known without the device: a constant)"
+            self._finding("item", "aten::_local_scalar_dense (.item(), bool(t), tolist, Python control flow)", what)
         if _is_neuron(t):
             t0 = _perf()
             _d.record_sync(".item()")

@@ -19,7 +19,7 @@ from types import TracebackType
 from typing import Any
 
 import torch
-from torch._subclasses.fake_tensor import FakeTensorMode
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
 from .allocator import MemorySnapshot
 from .clocks import ClockSnapshot, ClockState, clocks
@@ -31,6 +31,19 @@ from .runtime import allocator as _real_allocator
 from .runtime import get_chip
 
 _active = threading.local()
+
+
+def _foreach_type_lists() -> list[list[type]]:
+    """torch's lists of tensor types its optimizers and clip_grad take the foreach (multi-tensor) path for.
+
+    A shape-only tensor's type is ``FakeTensor``, not ``torch.Tensor``, so without it on these lists an
+    optimizer would pick its per-tensor path in a dry run and its foreach path on the device: different
+    ops. The dry run adds ``FakeTensor`` while it runs.
+    """
+    import torch.optim.optimizer as optim
+    import torch.utils._foreach_utils as fe
+
+    return [optim._foreach_supported_types, fe._foreach_supported_types]
 
 
 @dataclass(frozen=True)
@@ -79,6 +92,8 @@ class DrySession:
         _active.session = self
         self._t0 = time.perf_counter()
         self.modules.install()
+        for types in _foreach_type_lists():
+            types.append(FakeTensor)
         self.fake_mode.__enter__()
         self.mode.__enter__()
         return self
@@ -91,6 +106,8 @@ class DrySession:
         finally:
             self.fake_mode.__exit__(tp, exc, tb)
             self.modules.restore()  # models built outside and moved in get their real tensors back
+            for types in _foreach_type_lists():
+                types.remove(FakeTensor)
             self.wall_s = time.perf_counter() - self._t0
             self.figures = self.snapshot()
             assert self._saved is not None
