@@ -191,8 +191,16 @@ class DryMode(TorchDispatchMode):
         """The op's result from ``FakeTensorMode`` (shapes only); data-dependent shapes become findings."""
         try:
             out = func(*args, **kwargs)
-        except (DynamicOutputShapeException, DataDependentOutputException):
+        except DynamicOutputShapeException:
             out = self._dynamic_shape(func, args, kwargs)
+        except DataDependentOutputException as exc:
+            if func in (aten.item.default, aten._local_scalar_dense.default):
+                return self._item(aten._local_scalar_dense.default, args, {})
+            raise DryRunError(
+                f"{placement_log.user_source()}: {func} needs tensor values ({exc.func}), which a dry run does not "
+                "have (on the real device that is a host sync). Run this step outside trn_notebook.dryrun(), or "
+                "give the op its value as a Python number."
+            ) from None
         for t in _tensors(out):
             if _is_neuron(t):
                 self.tracker.track(t)
