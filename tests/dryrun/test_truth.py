@@ -9,6 +9,8 @@ from trn_notebook.zoo.specs import build, make_inputs, spec
 
 from .truth import real_and_dry
 
+pytestmark = pytest.mark.slow  # builds transformers models (the import alone takes seconds)
+
 
 def _forward(model: torch.nn.Module, inputs: dict[str, torch.Tensor]) -> None:
     model.eval()
@@ -25,22 +27,16 @@ def _train_step(model: torch.nn.Module, inputs: dict[str, torch.Tensor]) -> None
     opt.zero_grad()
 
 
-@pytest.mark.parametrize("name", ["gpt2", "llama", "bert"])
+@pytest.mark.parametrize("name", ["gpt2", "t5", "vit"])
 def test_forward_dry_equals_real(name: str) -> None:
     s = spec(name)
     model = build(s)
     real, dry = real_and_dry(model, make_inputs(s, model, labels=True), _forward)
-    assert dry["ops"] == real["ops"]
-    assert dry["clocks"] == real["clocks"]
-    assert dry["memory"] == real["memory"]
-    assert dry["phases"] == real["phases"]
+    assert dry == real
 
 
-@pytest.mark.parametrize("name", ["llama"])
-def test_training_step_dry_equals_real(name: str) -> None:
-    s = spec(name)
+def test_training_step_dry_equals_real() -> None:
+    s = spec("llama")
     model = build(s)
     real, dry = real_and_dry(model, make_inputs(s, model, labels=True), _train_step)
-    assert dry["ops"] == real["ops"]
-    assert dry["clocks"] == real["clocks"]
-    assert dry["memory"] == real["memory"]
+    assert dry == real
