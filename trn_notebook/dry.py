@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import TracebackType
+
 from .backends.base import Placement
 from .backends.simulator import placement_of
 from .device.allocator import MemorySnapshot, OutOfDeviceMemory
@@ -41,11 +42,10 @@ class DryRun:
         self._session.__enter__()
         return self
 
-    def __exit__(self, tp: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> bool:
+    def __exit__(self, tp: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         self._session.__exit__(tp, exc, tb)
         if isinstance(exc, OutOfDeviceMemory):
             self.oom = exc  # the answer to "will it fit": kept with the figures, re-raised for the caller
-        return False
 
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:
@@ -110,7 +110,9 @@ class DryRun:
         if f.findings:
             lines.append(f"  {plural(len(f.findings), 'value read')} (host syncs on the real device):")
             lines.extend(f"    {x}" for x in f.findings)
-        lines.append(f"  (the dry run itself took {fmt_s(f.wall_s or c.wall_s)} of wall time here; not a device figure)")
+        lines.append(
+            f"  (the dry run itself took {fmt_s(f.wall_s or c.wall_s)} of wall time here; not a device figure)"
+        )
         return "\n".join(lines)
 
     def __repr__(self) -> str:

@@ -211,13 +211,16 @@ class DryMode(TorchDispatchMode):
         info = _d.op_info(func)
         if info.view and not kwargs:
             self_ = args[0]
-            if _is_neuron(self_) and self_.dtype not in REJECTED_DTYPES:
-                if not any(a is not self_ and isinstance(a, _Tensor) for a in args):
-                    t0 = _perf()
-                    out = self._fake(func, args, kwargs)
-                    if state.accounting:
-                        placement_log.record(info.name, "host_only", _perf() - t0, 0.0)
-                    return out
+            if (
+                _is_neuron(self_)
+                and self_.dtype not in REJECTED_DTYPES
+                and not any(a is not self_ and isinstance(a, _Tensor) for a in args)
+            ):
+                t0 = _perf()
+                out = self._fake(func, args, kwargs)
+                if state.accounting:
+                    placement_log.record(info.name, "host_only", _perf() - t0, 0.0)
+                return out
         category = info.category
         if category == "unsupported":
             raise _d._unsupported(info)
@@ -352,7 +355,19 @@ class DryMode(TorchDispatchMode):
         bias_sizes = [weight.shape[1] if transposed else weight.shape[0]] if mask[2] else None
         return self._run(
             aten.convolution_backward.default,
-            (grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed, output_padding, groups, mask),
+            (
+                grad_output,
+                input,
+                weight,
+                bias_sizes,
+                stride,
+                padding,
+                dilation,
+                transposed,
+                output_padding,
+                groups,
+                mask,
+            ),
             {},
         )
 

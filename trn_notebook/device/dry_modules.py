@@ -88,9 +88,7 @@ class ModuleRestorer:
             if id(mod) in self._seen:
                 continue
             params = {
-                n: (p, p.detach(), p.grad)
-                for n, p in mod._parameters.items()
-                if p is not None and not is_fake(p)
+                n: (p, p.detach(), p.grad) for n, p in mod._parameters.items() if p is not None and not is_fake(p)
             }
             buffers = {n: b for n, b in mod._buffers.items() if b is not None and not is_fake(b)}
             if params or buffers:

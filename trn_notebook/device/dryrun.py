@@ -64,7 +64,9 @@ class DryFigures:
 class DrySession:
     """Enter to run shape-only; the figures accumulate in :attr:`allocator` and the swapped-in owners."""
 
-    def __init__(self, label: str = "dry run", *, capacity: int | None = None, on_data_dependent: str = "continue") -> None:
+    def __init__(
+        self, label: str = "dry run", *, capacity: int | None = None, on_data_dependent: str = "continue"
+    ) -> None:
         if on_data_dependent not in ("continue", "raise"):
             raise ValueError(f"on_data_dependent must be 'continue' or 'raise', got {on_data_dependent!r}")
         self.label = label
