@@ -24,6 +24,7 @@ from .backends.dynamo import route_default_compile as _route_default_compile  # 
 from .device import get_chip  # noqa: E402
 from .distributed import compare_ranks  # noqa: E402, F401 - public API
 from .distributed import register as _register_distributed  # noqa: E402 - the "neuron" c10d backend
+from .dry import dryrun  # noqa: E402
 from .migration import report  # noqa: E402
 from .portcheck import port_check  # noqa: E402
 from .profiling import install as _install_profiler  # noqa: E402
@@ -110,6 +111,7 @@ __all__ = [
     "bucketed",
     "clear_op_tracking",
     "compile",
+    "dryrun",
     "explain",
     "get_chip",
     "get_executed_ops",

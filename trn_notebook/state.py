@@ -12,6 +12,7 @@ owner                     what it holds                                   snapsh
 ``compile_log``           one record per compiled graph                   ``list[CompileRecord]``
 ``shape_log``             input signatures per compiled callable          ``dict[str, ShapeEntry]``
 ``compiled_graphs``       in-memory compiled graphs and dynamo's frames   ``int`` (graphs held)
+``dry_runs``              the last dry run's figures (all modeled)        ``DryFigures | None``
 ========================  ==============================================  ===========================
 
 The compiler's owners appear only once the compiler is loaded (it is imported lazily).
@@ -27,6 +28,7 @@ from typing import Any, Protocol
 from .device import dispatch
 from .device.allocator import MemorySnapshot
 from .device.clocks import ClockSnapshot, clocks
+from .device.dryrun import DryFigures, dry_runs
 from .device.placement import PlacementSnapshot, placement_log
 from .device.policy import policy
 from .device.registry import OpRecord
@@ -72,6 +74,7 @@ class State:
     compiles: list[Any] | None = None
     shapes: dict[str, Any] | None = None
     compiled_graphs: int | None = None
+    dry_run: DryFigures | None = None  # the last dry run's figures: modeled, never mixed with the above
 
 
 def _compiler_loaded() -> bool:
@@ -85,6 +88,7 @@ def owners() -> dict[str, StateOwner]:
         "clocks": clocks,
         "allocator": allocator,
         "policy": policy,
+        "dry_runs": dry_runs,
     }
     if _compiler_loaded():
         from .compiler.compile_log import compile_log
@@ -106,6 +110,7 @@ def snapshot() -> State:
         compiles=o["compile_log"].snapshot() if compiler else None,
         shapes=o["shape_log"].snapshot() if compiler else None,
         compiled_graphs=o["compiled_graphs"].snapshot() if compiler else None,
+        dry_run=dry_runs.snapshot(),
     )
 
 
@@ -121,6 +126,7 @@ def reset(*, compiled: bool = True, op_overrides: bool = False) -> None:
     clocks.reset()
     allocator.reset()
     dispatch.reset_warnings()
+    dry_runs.reset()
     if op_overrides:
         policy.reset()
     if _compiler_loaded():

@@ -1,0 +1,169 @@
+"""A dry run of the device: shape-only ``neuron`` tensors, every op charged as on the real device.
+
+:class:`DrySession` is the machinery behind :func:`trn_notebook.dryrun`: on entry it pushes torch's
+``FakeTensorMode`` (tensors become shape-only) and :class:`~.dry_dispatch.DryMode` above it (each
+``neuron`` op routed and charged as the real device would), gives the run a fresh shape-only
+allocator (:class:`~.fake_alloc.DryAllocator`, same capacity and rules as the real one) and fresh
+placement-log and clock state, so the dry figures never mix with measured ones; on exit the real
+state comes back untouched and the dry figures stay in the session as frozen snapshots.
+
+:data:`dry_runs` is the state owner (registered in :mod:`trn_notebook.state`): the last dry run's
+figures, ``reset()`` forgets them.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+import torch
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+
+from .allocator import MemorySnapshot
+from .clocks import ClockSnapshot, ClockState, clocks
+from .dry_dispatch import DryMode, Finding
+from .dry_modules import ModuleRestorer
+from .fake_alloc import DryAllocator, StorageTracker
+from .placement import PlacementSnapshot, placement_log
+from .runtime import allocator as _real_allocator
+from .runtime import get_chip
+
+_active = threading.local()
+
+
+def _foreach_type_lists() -> list[list[type]]:
+    """torch's lists of tensor types its optimizers and clip_grad take the foreach (multi-tensor) path for.
+
+    A shape-only tensor's type is ``FakeTensor``, not ``torch.Tensor``, so without it on these lists an
+    optimizer would pick its per-tensor path in a dry run and its foreach path on the device: different
+    ops. The dry run adds ``FakeTensor`` while it runs.
+    """
+    import torch.optim.optimizer as optim
+    import torch.utils._foreach_utils as fe
+
+    return [optim._foreach_supported_types, fe._foreach_supported_types]
+
+
+@dataclass(frozen=True)
+class DryFigures:
+    """The figures of one dry run (all modeled: nothing ran on a device, no value was computed)."""
+
+    label: str
+    chip: str
+    placement: PlacementSnapshot
+    clocks: ClockSnapshot
+    memory: MemorySnapshot
+    findings: tuple[Finding, ...]
+    ops: int
+    wall_s: float
+    compiles: tuple[Any, ...] = field(default=())
+
+
+class DrySession:
+    """Enter to run shape-only; the figures accumulate in :attr:`allocator` and the swapped-in owners."""
+
+    def __init__(
+        self, label: str = "dry run", *, capacity: int | None = None, on_data_dependent: str = "continue"
+    ) -> None:
+        if on_data_dependent not in ("continue", "raise"):
+            raise ValueError(f"on_data_dependent must be 'continue' or 'raise', got {on_data_dependent!r}")
+        self.label = label
+        self.allocator = DryAllocator(capacity if capacity is not None else _real_allocator.capacity)
+        self.tracker = StorageTracker(self.allocator)
+        self.fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
+        self.mode = DryMode(self.tracker, on_data_dependent)
+        self.modules = ModuleRestorer()
+        self._saved: tuple[Any, ...] | None = None
+        self._dry_state: tuple[Any, ...] | None = None
+        self._t0 = 0.0
+        self.wall_s = 0.0
+        self.figures: DryFigures | None = None
+
+    def __enter__(self) -> DrySession:
+        if getattr(_active, "session", None) is not None:
+            raise RuntimeError("a dry run is already active in this thread; dry runs do not nest")
+        import time
+
+        with placement_log.lock, clocks.lock:
+            self._saved = (placement_log.entries, placement_log.total_calls, clocks.state)
+            placement_log.entries, placement_log.total_calls = {}, 0
+            placement_log.version += 1
+            clocks.state = ClockState()
+        _active.session = self
+        self._t0 = time.perf_counter()
+        self.modules.install()
+        for types in _foreach_type_lists():
+            types.append(FakeTensor)
+        self.fake_mode.__enter__()
+        self.mode.__enter__()
+        return self
+
+    def __exit__(self, tp: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        import time
+
+        try:
+            self.mode.__exit__(tp, exc, tb)
+        finally:
+            self.fake_mode.__exit__(tp, exc, tb)
+            self.modules.restore()  # models built outside and moved in get their real tensors back
+            for types in _foreach_type_lists():
+                types.remove(FakeTensor)
+            self.wall_s = time.perf_counter() - self._t0
+            self.figures = self.snapshot()
+            assert self._saved is not None
+            with placement_log.lock, clocks.lock:
+                placement_log.entries, placement_log.total_calls, clocks.state = self._saved
+                placement_log.version += 1
+            _active.session = None
+            dry_runs.last = self.figures
+
+    def snapshot(self) -> DryFigures:
+        """The dry figures so far (inside the run: live; after it: those at exit)."""
+        if self.figures is not None:
+            return self.figures
+        return DryFigures(
+            self.label,
+            get_chip().name,
+            placement_log.snapshot(),
+            clocks.snapshot(),
+            self.allocator.snapshot(),
+            tuple(self.mode.findings),
+            self.mode.ops,
+            self.wall_s,
+        )
+
+    def phase(self, name: str) -> Any:
+        """Attribute the dry allocator's peaks inside the block to phase ``name``."""
+        return self.allocator.phase_scope(name)
+
+
+def active() -> DrySession | None:
+    """The dry run active in this thread, or ``None``."""
+    return getattr(_active, "session", None)
+
+
+def is_dry(t: torch.Tensor) -> bool:
+    """True for a shape-only tensor made by a dry run (it has no values to read)."""
+    from torch._subclasses.fake_tensor import is_fake
+
+    return bool(is_fake(t))
+
+
+class _DryRuns:
+    """State owner: the figures of the last dry run in this process."""
+
+    def __init__(self) -> None:
+        self.last: DryFigures | None = None
+
+    def snapshot(self) -> DryFigures | None:
+        """The last dry run's figures (``None`` before any)."""
+        return self.last
+
+    def reset(self) -> None:
+        """Forget the last dry run's figures."""
+        self.last = None
+
+
+dry_runs = _DryRuns()

@@ -1,0 +1,139 @@
+"""``trn_notebook.dryrun()``: a full-size model on ``neuron`` with shapes only, every figure modeled.
+
+Inside ``with trn_notebook.dryrun() as run:`` tensors are shape-only (torch's ``FakeTensorMode``) and
+every op on ``neuron`` is routed and charged exactly as on the simulated device (placement from the
+op registry, modeled host and device time from :mod:`trn_notebook.device.costmodel`, sync points,
+and memory through a shape-only copy of the caching allocator: same size classes, segments, caching,
+phases and out-of-memory rule). Nothing is computed, so a 70B model needs no 140 GB of host memory.
+The figures are kept apart from the measured ones (the placement log, clocks and allocator of the
+session are untouched) and are labelled *dry* and *modeled* wherever they are shown.
+
+Value reads (``.item()``, ``bool(t)`` in an ``if``, ``.tolist()``, ``.cpu()``, ``nonzero``) are host
+syncs on the real device; in a dry run they are findings with their source line and the run goes on
+with a stated stand-in (zero, or the largest possible shape), or stops with
+``on_data_dependent="raise"``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import TracebackType
+
+from .backends.base import Placement
+from .backends.simulator import placement_of
+from .device.allocator import MemorySnapshot, OutOfDeviceMemory
+from .device.clocks import ClockSnapshot
+from .device.dry_dispatch import DryRunError, Finding
+from .device.dryrun import DryFigures, DrySession, active, dry_runs, is_dry
+from .presentation import fmt_bytes, fmt_pct, fmt_s, plural
+
+DRY = "DRY RUN (shape only; every figure modeled, nothing measured)"
+
+
+class DryRun:
+    """A dry run: a context manager while it runs, its figures afterwards (see the module docstring)."""
+
+    def __init__(self, label: str = "dry run", *, capacity: int | None = None, on_data_dependent: str = "continue"):
+        self._session = DrySession(label, capacity=capacity, on_data_dependent=on_data_dependent)
+        self.oom: OutOfDeviceMemory | None = None
+
+    def __enter__(self) -> DryRun:
+        self._session.__enter__()
+        return self
+
+    def __exit__(self, tp: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self._session.__exit__(tp, exc, tb)
+        if isinstance(exc, OutOfDeviceMemory):
+            self.oom = exc  # the answer to "will it fit": kept with the figures, re-raised for the caller
+
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        """Attribute the dry memory peaks inside the block to phase ``name`` (e.g. ``"forward"``)."""
+        with self._session.phase(name):
+            yield
+
+    # -- figures (live inside the run, frozen after it) ----------------------------------------
+    @property
+    def figures(self) -> DryFigures:
+        """Every figure of the run as one frozen record."""
+        return self._session.snapshot()
+
+    @property
+    def placement(self) -> Placement:
+        """Per-op placement (modeled: the run computed nothing), aggregated as every view aggregates it."""
+        return placement_of(self.figures.placement)
+
+    @property
+    def clocks(self) -> ClockSnapshot:
+        """Modeled host and device clocks of the run (``wall_s`` is the laptop's time for the dry run itself)."""
+        return self.figures.clocks
+
+    @property
+    def memory(self) -> MemorySnapshot:
+        """The shape-only allocator's figures: allocated, reserved, peaks per phase, OOM events."""
+        return self.figures.memory
+
+    @property
+    def findings(self) -> tuple[Finding, ...]:
+        """Value reads (host syncs on the real device) with their source lines and the stand-in used."""
+        return self.figures.findings
+
+    @property
+    def fits(self) -> bool:
+        """True when no allocation exceeded the modeled HBM capacity of one logical core."""
+        return self.oom is None and self.memory.counters.num_ooms == 0
+
+    def summary(self) -> str:
+        """The figures as labelled text (every line says it is modeled; the header says it is dry)."""
+        f = self.figures
+        p = self.placement
+        c = f.clocks
+        m = f.memory
+        mc = m.counters
+        cats = ", ".join(f"{k} {v}" for k, v in p.calls_by_category.items() if v)
+        lines = [
+            f"{DRY} · {f.label} · chip {f.chip}",
+            f"  ops charged (modeled): {p.total_calls} calls ({cats or 'none'}); {plural(len(p.fallbacks), 'fallback op')}",
+            f"  modeled host time {fmt_s(c.sim_host_s)}, modeled device busy {fmt_s(c.sim_device_s)}, "
+            f"device queue ends at {fmt_s(c.device_free_at_s)}; {c.launches} launches, {c.sync_points} sync points",
+            f"  modeled memory: peak allocated {fmt_bytes(mc.peak_allocated)}, peak reserved {fmt_bytes(mc.peak_reserved)} "
+            f"of {fmt_bytes(m.capacity)} ({fmt_pct(mc.peak_reserved, m.capacity)}); now allocated "
+            f"{fmt_bytes(mc.allocated)} in {plural(m.live_segments, 'segment')}",
+        ]
+        for phase, peaks in m.phase_peaks.items():
+            if phase != "default" or len(m.phase_peaks) == 1:
+                lines.append(f"    phase {phase}: peak allocated {fmt_bytes(peaks['allocated'])} (modeled)")
+        if self.oom is not None or mc.num_ooms:
+            asked = fmt_bytes(self.oom.asked) if self.oom is not None else "?"
+            lines.append(f"  DOES NOT FIT (modeled): out of memory asking for {asked} in phase {m.phase}")
+        if f.findings:
+            lines.append(f"  {plural(len(f.findings), 'value read')} (host syncs on the real device):")
+            lines.extend(f"    {x}" for x in f.findings)
+        lines.append(
+            f"  (the dry run itself took {fmt_s(f.wall_s or c.wall_s)} of wall time here; not a device figure)"
+        )
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return self.summary()
+
+
+def dryrun(label: str = "dry run", *, capacity: int | None = None, on_data_dependent: str = "continue") -> DryRun:
+    """A dry run of the ``neuron`` device: ``with trn_notebook.dryrun() as run: ...`` then ``run.summary()``.
+
+    ``capacity``: modeled HBM bytes (default: the device's current capacity). ``on_data_dependent``:
+    ``"continue"`` (default; value reads become findings with a stand-in) or ``"raise"`` (a
+    :class:`DryRunError` at the first). Raises ``ValueError`` for another value, ``RuntimeError`` when a
+    dry run is already active in the thread; an :class:`OutOfDeviceMemory` inside the run propagates
+    (the run keeps it as :attr:`DryRun.oom`, ``run.fits`` is then False).
+    """
+    return DryRun(label, capacity=capacity, on_data_dependent=on_data_dependent)
+
+
+def last() -> DryFigures | None:
+    """The figures of the last finished dry run in this process (``None`` before any)."""
+    return dry_runs.snapshot()
+
+
+__all__ = ["DRY", "DryRun", "DryRunError", "Finding", "active", "dryrun", "is_dry", "last"]
