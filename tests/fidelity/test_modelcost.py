@@ -70,7 +70,9 @@ def test_step_budget_uses_the_device_cost_function_and_names_its_parts():
     eight = step_budget(ops, Layout(tp=8), layers=1, hidden=D, kv_heads=4, tokens=T, vocab=1000, batch=1)
     assert one.collectives_s == 0 and eight.collectives_s > 0
     assert eight.compute_s + eight.reads_s < one.compute_s + one.reads_s
-    host = step_budget(ops, Layout(tp=1, sampling="host"), layers=1, hidden=D, kv_heads=4, tokens=T, vocab=1000, batch=1)
+    host = step_budget(
+        ops, Layout(tp=1, sampling="host"), layers=1, hidden=D, kv_heads=4, tokens=T, vocab=1000, batch=1
+    )
     assert host.host_s - one.host_s == pytest.approx(host_sampling_s(1, 1000))
     assert one.total_s == pytest.approx(one.compute_s + one.reads_s + one.host_s + one.launch_s)
     with pytest.raises(ValueError, match="serving stack"):

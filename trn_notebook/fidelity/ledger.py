@@ -162,9 +162,7 @@ _R11["35B-A3B"] = Scenario(
     QWEN35["35B-A3B"], Layout("trn2", 8), 16, 512, 64, decode_context=512, moe_prefill_all_experts=True
 )
 _R12 = Scenario(QWEN35["2B"], Layout("trn2", 4), 16, 1024, 64, decode_context=1024)
-_R13 = {
-    b: Scenario(TRINITY_MINI, Layout("trn2", 4), 2048, 2048, 128, batch=b) for b in (1, 2, 4)
-}
+_R13 = {b: Scenario(TRINITY_MINI, Layout("trn2", 4), 2048, 2048, 128, batch=b) for b in (1, 2, 4)}
 _R17 = {
     p: Scenario(LLAMA_8B, Layout("inf2", 8, "vllm", p), 2048, 2048, 128, batch=32, decode_context=2048)
     for p in ("device", "host")

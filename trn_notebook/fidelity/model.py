@@ -89,9 +89,7 @@ class Budget:
         )
 
 
-def kernels_budget(
-    ops: list[OpCount], chip: ChipSpec, tp: int, *, kv_heads: int, real_fraction: float = 1.0
-) -> Budget:
+def kernels_budget(ops: list[OpCount], chip: ChipSpec, tp: int, *, kv_heads: int, real_fraction: float = 1.0) -> Budget:
     """Kernel time per rank of the walked ops (see the module docs); ``real_fraction`` = real tokens /
     padded tokens of a prefill, for the padding share."""
     compute = reads = 0.0
@@ -104,8 +102,7 @@ def kernels_budget(
             c, m = costmodel.kernel_terms(chip, flops, nbytes, op.dtype)
             kernels += 1
         else:  # fused into a neighbouring kernel: its FLOPs only (no HBM traffic of its own)
-            c, m = costmodel.kernel_terms(chip, flops, 0.0, op.dtype), 0.0
-            c = c[0]
+            c, m = costmodel.kernel_terms(chip, flops, 0.0, op.dtype)[0], 0.0
         if c >= m:
             compute += c
         else:
@@ -145,7 +142,12 @@ def host_sampling_s(batch: int, vocab: int) -> float:
     nbytes = 4 * n
     sort = n * max(1.0, math.log2(vocab)) / c.host_peak_flops
     memory = 2 * nbytes / c.host_memory_bandwidth
-    return costmodel.transfer_seconds(nbytes) + c.host_dispatch_s + max(sort, memory) + costmodel.transfer_seconds(8 * batch)
+    return (
+        costmodel.transfer_seconds(nbytes)
+        + c.host_dispatch_s
+        + max(sort, memory)
+        + costmodel.transfer_seconds(8 * batch)
+    )
 
 
 def step_budget(
