@@ -21,7 +21,7 @@ N = "neuron"
 def _roofline(flops: float, nbytes: float, dtype: torch.dtype) -> float:
     chip, c = get_chip(), costmodel.get_cost_constants()
     compute = flops / (chip.device_peak_flops(dtype) * c.compute_efficiency)
-    memory = nbytes / (chip.hbm_bandwidth / chip.logical_cores)
+    memory = nbytes / (chip.hbm_bandwidth / chip.logical_cores * c.memory_efficiency)
     return max(compute, memory)
 
 

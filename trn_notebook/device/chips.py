@@ -98,3 +98,21 @@ def with_cores(spec: ChipSpec, logical_cores: int) -> ChipSpec:
     if not 1 <= logical_cores <= spec.physical_cores:
         raise ValueError(f"cores must be between 1 and {spec.physical_cores} for {spec.long_name}")
     return dataclasses.replace(spec, logical_cores=logical_cores)
+
+
+# Inferentia2, used only by the model-level ledger's inf2 row (R17); not a `neuron` device choice.
+# Source: aws-neuron-sdk about-neuron/arch/neuron-hardware/inferentia2.rst ("Each Inferentia2 chip"):
+# two NeuronCore-v2, 190 FP16/BF16/cFP8/TF32 TFLOPS, 47.5 FP32 TFLOPS, 32 GiB HBM at 820 GiB/s.
+INF2 = ChipSpec(
+    name="inf2",
+    long_name="Inferentia2",
+    physical_cores=2,
+    logical_cores=2,
+    hbm_bytes=32 * GiB,
+    hbm_bandwidth=820 * GiB,
+    tflops_bf16=190.0,
+    tflops_fp32=47.5,
+    tflops_fp8=190.0,
+    sbuf_bytes_per_core=24 * MiB,  # NeuronCore-v2 (trainium-figures.md A3 / fidelity.md Trn1 core)
+    psum_bytes_per_core=2 * MiB,
+)

@@ -1,7 +1,9 @@
 """Roofline cost model: how long an op, a transfer or a compiled kernel takes on the modeled device.
 
 Every constant names its source; all can be overridden with :func:`set_cost_constants`.
-A device op costs ``launch + max(flops / peak(dtype), bytes / hbm_bandwidth)`` (a roofline).
+A device op costs ``launch + max(flops / (MFU · peak(dtype)), bytes / (MBU · hbm_bandwidth))`` (a
+roofline at calibrated efficiencies; ``compute_efficiency`` and ``memory_efficiency`` are fitted on
+published model-level figures, docs/fidelity.md "Model level").
 A CPU fallback's *modeled* cost is the modeled copies both ways plus a modeled host compute (a
 roofline on the host CPU), never a measured wall time: one meaning of "modeled" everywhere.
 """
@@ -36,9 +38,24 @@ class CostConstants:
     # Host<->device copies: PCIe Gen5 x16 effective ~32 GB/s and ~10 µs per DMA setup. Assumption.
     transfer_bandwidth: float = 32e9
     transfer_latency_s: float = 10e-6
-    # Fraction of the roofline peak a real kernel reaches. Assumption: 0.6 for matmul-class, the rest
-    # are bandwidth-bound so the factor rarely matters.
-    compute_efficiency: float = 0.6
+    # Calibrated efficiencies (AWS's own roofline method: prefill latency = FLOPs / (MFU x peak), decode
+    # latency = bytes / (MBU x HBM bandwidth); aws-neuron-sdk vllm-neuron/docs/model-dev/
+    # optimizing-vlm-models.md, "Roofline analysis"). No MFU/MBU value is published: both are FITTED on
+    # the model-level rows of shared/reference/trn2-model-figures.md (docs/fidelity.md, "Model level"
+    # says which rows). Every kernel, eager or compiled, uses them. The per-dtype difference is the peak
+    # (chips.py); no FP8/FP32 model-level row exists to fit a separate factor on.
+    compute_efficiency: float = 0.11
+    memory_efficiency: float = 0.5
+    # A collective inside a compiled graph (TP all-reduce per layer): its fixed cost, replacing the
+    # stand-alone nccom-test floor (comm launch_s, 55 us) that the alpha-beta model adds to a collective
+    # launched on its own. FITTED on R6's published profile split (collectives ~3 ms per token).
+    collective_in_graph_s: float = 22e-6
+    # Host work of a serving loop around each graph execution (NxD Inference: input preparation,
+    # scheduling, output handling): FITTED (docs/fidelity.md names the rows).
+    serving_step_s: float = 1.5e-3
+    # What vLLM adds per step over native NxD Inference. Derived from R6 (trn2-model-figures.md): vLLM
+    # synchronous ITL 22.2 ms at batch 1 vs native TPOT p50 20.5 ms -> 1.7 ms. Sourced, not fitted.
+    vllm_step_s: float = 1.7e-3
     # Host CPU running one CPU-fallback op (modeled, so a fallback's cost never depends on the laptop
     # or on a first call's warm-up). Assumption: ~100 GFLOP/s f32 for one op on a many-core x86
     # Trn host, ~20 GB/s of memory traffic for one op, 5 µs of framework dispatch.
@@ -75,7 +92,7 @@ _rates_of: list[object] = [None, None]  # the chip and constants the cached rate
 
 
 def roofline_rates(chip: ChipSpec, dtype: torch.dtype) -> tuple[float, float]:
-    """The roofline's divisors for ``dtype``: (peak FLOP/s × compute efficiency, HBM bytes/s) of one
+    """The roofline's divisors for ``dtype``: (peak FLOP/s × MFU, HBM bytes/s × MBU) of one
     logical core; cached until the chip or the cost constants change (the eager hot path reads them)."""
     if _rates_of[0] is not chip or _rates_of[1] is not _constants:
         _rates.clear()
@@ -84,9 +101,17 @@ def roofline_rates(chip: ChipSpec, dtype: torch.dtype) -> tuple[float, float]:
     if rates is None:
         rates = _rates[dtype] = (
             chip.device_peak_flops(dtype) * _constants.compute_efficiency,
-            chip.device_hbm_bandwidth,
+            chip.device_hbm_bandwidth * _constants.memory_efficiency,
         )
     return rates
+
+
+def kernel_terms(chip: ChipSpec, flops: float, nbytes: float, dtype: torch.dtype) -> tuple[float, float]:
+    """The two roofline terms of a kernel at the calibrated efficiencies: (compute s, memory s); the
+    kernel takes the larger (:func:`roofline_seconds`). The model-level cost model reads both to say
+    whether a kernel's time is compute or weight/KV reads."""
+    peak, bandwidth = roofline_rates(chip, dtype)
+    return flops / peak, nbytes / bandwidth
 
 
 def transfer_seconds(nbytes: float) -> float:

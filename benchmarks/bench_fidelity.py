@@ -1,0 +1,150 @@
+"""Model-level fidelity ledger: modeled vs published Trainium figures (regenerates docs/fidelity.md's
+"Model level" section).
+
+    python benchmarks/bench_fidelity.py            # walk, fit, write the section, print the table
+    python benchmarks/bench_fidelity.py --no-write # print only
+
+Every row's model is walked shapes-only at full size (fake tensors, ``transformers`` configs, no
+weights). "Before" is the plain roofline the issue measured (MFU 0.6, MBU 1.0, kernels + one graph
+launch, no collectives, host or serving work); "after" is the model-level cost model at the default
+cost constants. The fit is re-run on the fit rows and printed beside the defaults, so a drift
+between the committed defaults and what the rows support shows. Machine load does not affect
+the figures (they are modeled); the wall time of the walks is printed with ``uptime``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import statistics
+import sys
+import time
+import warnings
+from pathlib import Path
+
+from trn_notebook.device import costmodel
+from trn_notebook.fidelity import fit as fitting
+from trn_notebook.fidelity import ledger
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "fidelity.md"
+BEGIN, END = "<!-- model-level: begin (bench_fidelity.py) -->", "<!-- model-level: end -->"
+
+
+def _fmt(row: ledger.Row, v: float) -> str:
+    return f"{v:.1f} tok/s" if row.metric == "tok/s" else f"{v * 1e3:.2f} ms"
+
+
+def _before(row: ledger.Row) -> float:
+    """The plain roofline: kernels at MFU 0.6 / MBU 1.0 plus one graph launch."""
+    saved = costmodel.get_cost_constants()
+    try:
+        costmodel.set_cost_constants(compute_efficiency=0.6, memory_efficiency=1.0)
+        s = row.scenario
+        b = ledger.prefill_budget(s) if row.metric == "TTFT" else ledger.decode_budget(s)
+        t = b.compute_s + b.reads_s + saved.graph_launch_s
+        if row.metric == "tok/s":
+            pre = ledger.prefill_budget(s)
+            ttft = pre.compute_s + pre.reads_s + saved.graph_launch_s
+            return s.concurrency * s.output / (ttft + (s.output - 1) * t)
+        return t
+    finally:
+        costmodel._constants = saved
+
+
+def _ratio(row: ledger.Row, v: float) -> float:
+    return row.published / v if row.metric == "tok/s" else v / row.published
+
+
+def _summary(ratios: list[float]) -> str:
+    worst = max(ratios, key=lambda r: abs(r - 1.0) if r >= 1 else abs(1 / r - 1.0))
+    inside = sum(1 for r in ratios if 0.75 <= r <= 1.25)
+    return f"median {statistics.median(ratios):.2f}, worst {worst:.2f}, {inside}/{len(ratios)} within 0.75-1.25"
+
+
+def main() -> int:
+    """Walk, evaluate, fit, and write the ledger section; returns the exit code."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--no-write", action="store_true", help="print the section instead of writing docs/fidelity.md")
+    args = ap.parse_args()
+    warnings.filterwarnings("ignore")
+    t0 = time.perf_counter()
+    results = ledger.evaluate_all(progress=lambda s: print(f"  walking/modeling {s}", file=sys.stderr, flush=True))
+    walk_s = time.perf_counter() - t0
+    before = {id(r.row): _before(r.row) for r in results}
+    fit_rows, held = fitting.split()
+    saved = costmodel.get_cost_constants()
+    fitted = fitting.fit(fit_rows)
+    costmodel._constants = saved
+    fit_ids = {id(r) for r in fit_rows}
+    held_ids = {id(r) for r in held}
+    c = costmodel.get_cost_constants()
+    lines = [
+        BEGIN,
+        "## Model level (modeled vs published Trainium2 results)",
+        "",
+        "Regenerate with `python benchmarks/bench_fidelity.py` (walks every model shapes-only at full size:",
+        "`transformers` configs on fake tensors, no weights; "
+        f"{walk_s:.0f} s of walks on this machine, load `{os.getloadavg()[0]:.1f}`).",
+        "Ratio = modeled / published (tok/s: published / modeled), so > 1 means the model is too slow.",
+        "Budget = modeled compute / weight+KV reads / collectives / host / launch, ms; padding is the",
+        "part of compute+reads spent on padded positions. Fit column: **fit** = fitted on, **held out** =",
+        "not fitted on, **out** = outside what the four constants can reach (kept out of the fit).",
+        "",
+        "| row | metric | configuration | published | before | modeled | ratio | budget (c / r / coll / host / launch; pad) | fit |",
+        "|---|---|---|---:|---:|---:|---:|---|---|",
+    ]
+    after_all, held_ratios, fit_ratios, before_all = [], [], [], []
+    for r in results:
+        row, s, b = r.row, r.row.scenario, r.budget
+        use = "fit" if id(row) in fit_ids else "held out" if id(row) in held_ids else "out"
+        cfg = (
+            f"{s.spec.name} {s.layout.chip} TP{s.layout.tp} {s.layout.stack}, prompt {s.prompt}→bucket {s.bucket}, "
+            f"out {s.output}, batch {s.batch}" + (f", conc {s.concurrency}" if s.concurrency > 1 else "")
+            + (f", sampling on {s.layout.sampling}" if s.layout.sampling != "device" else "")
+            + (f" ({row.note})" if row.note and row.note not in s.spec.name else "")
+        )  # fmt: skip
+        budget = (
+            f"{b.compute_s * 1e3:.1f} / {b.reads_s * 1e3:.1f} / {b.collectives_s * 1e3:.1f} / {b.host_s * 1e3:.1f} / "
+            f"{b.launch_s * 1e3:.1f}; {b.padding_s * 1e3:.1f}"
+        )
+        if row.id == "R6" and row.metric == "TPOT":
+            budget += " (published: compute ~12, weight reads ~3, collectives ~3, straggler ~1)"
+        ratio = r.ratio
+        before_all.append(_ratio(row, before[id(row)]))
+        after_all.append(ratio)
+        (held_ratios if use == "held out" else fit_ratios if use == "fit" else []).append(ratio)
+        lines.append(
+            f"| {row.id} | {row.metric} | {cfg} | {_fmt(row, row.published)} | {_fmt(row, before[id(row)])} | "
+            f"{_fmt(row, r.modeled)} | {ratio:.2f} | {budget} | {use} |"
+        )
+    lines += [
+        "",
+        f"- **Before** (plain roofline): {_summary(before_all)}.",
+        f"- **After**, all rows: {_summary(after_all)}.",
+        f"- Fit rows: {_summary(fit_ratios)}. **Held out** ({', '.join(fitting.HELD_OUT)}): {_summary(held_ratios)}.",
+        "- Constants in force (fitted ones rounded from the fit): "
+        f"`compute_efficiency` {c.compute_efficiency:g} (MFU, fitted), `memory_efficiency` {c.memory_efficiency:g} "
+        f"(MBU, fitted), `collective_in_graph_s` {c.collective_in_graph_s * 1e6:g} µs (fitted, with R6's collective "
+        f"split), `serving_step_s` {c.serving_step_s * 1e3:g} ms (fitted); sourced: `vllm_step_s` "
+        f"{c.vllm_step_s * 1e3:g} ms (R6 vLLM vs native), `graph_launch_s` {c.graph_launch_s * 1e6:g} µs, "
+        f"`kernel_in_graph_s` {c.kernel_in_graph_s * 1e6:g} µs (assumptions, costmodel.py).",
+        "- This run's fit: " + ", ".join(f"`{k}` {v:.3g}" for k, v in fitted.items()) + ".",
+        END,
+    ]
+    section = "\n".join(lines)
+    print(section)
+    if not args.no_write:
+        text = DOC.read_text()
+        if BEGIN in text:
+            text = re.sub(re.escape(BEGIN) + r".*?" + re.escape(END), lambda _: section, text, flags=re.S)
+        else:
+            text = text.rstrip("\n") + "\n\n" + section + "\n"
+        DOC.write_text(text)
+        print(f"wrote {DOC}", file=sys.stderr)
+    print(f"total {time.perf_counter() - t0:.0f} s; uptime: {os.popen('uptime').read().strip()}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,16 @@
+"""Model-level fidelity: full-size models walked shapes-only and priced by the device cost model.
+
+* :mod:`.walk` — the shapes-only walk (``FakeTensorMode`` + a ``TorchDispatchMode``): every ATen op's
+  FLOPs and HBM bytes; the one function to swap for ``trn_notebook.dryrun()`` later;
+* :mod:`.model` — one graph execution's modeled budget (compute, weight/KV reads, TP collectives,
+  host, launch, padding) at the calibrated efficiencies of ``device.costmodel``;
+* :mod:`.ledger` — the published Trainium rows and their modeled figures;
+* :mod:`.fit` — the four fitted constants and the rows they are fitted on.
+
+``python benchmarks/bench_fidelity.py`` regenerates docs/fidelity.md's "Model level" section.
+"""
+
+from .model import Budget, Layout, step_budget
+from .walk import OpCount, walk
+
+__all__ = ["Budget", "Layout", "OpCount", "step_budget", "walk"]
