@@ -1,0 +1,127 @@
+"""Dry-run figures (issue 25): full-size Llama configs on ``neuron`` with shapes only.
+
+Prints, each against a plain ``FakeTensorMode`` run of the same work in this process (the baseline):
+the wall time and peak RSS of a Llama-3.3-70B forward at 2,048 tokens, and of a Llama-3.1-8B training
+step (forward, backward, AdamW), plus the dry-run overhead per op (dry ÷ plain fake). Dimensions are the
+published ones (``transformers`` configs only; nothing is downloaded). The model is built on the device, so its random initialisation (drawn on the host by the simulator:
+``normal_``/``uniform_`` fallbacks) is part of the dry figures. Run: ``python benchmarks/bench_dryrun.py
+[--tokens 2048] [--skip-train]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+import trn_notebook
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+import transformers
+
+LLAMA_70B = {
+    "hidden_size": 8192,
+    "intermediate_size": 28672,
+    "num_hidden_layers": 80,
+    "num_attention_heads": 64,
+    "num_key_value_heads": 8,
+    "vocab_size": 128256,
+    "max_position_embeddings": 131072,
+    "rope_theta": 500000.0,
+}  # fmt: skip  (Llama-3.3-70B config.json)
+LLAMA_8B = {
+    "hidden_size": 4096,
+    "intermediate_size": 14336,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "vocab_size": 128256,
+    "max_position_embeddings": 131072,
+    "rope_theta": 500000.0,
+}  # fmt: skip  (Llama-3.1-8B config.json)
+
+
+def _rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+@contextmanager
+def _bf16() -> Iterator[None]:
+    """Parameters built in bf16 (``.to(bfloat16)`` of a fake model cannot swap its parameters in torch 2.13)."""
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.bfloat16)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(old)
+
+
+def _forward(dims: dict, tokens: int) -> int:
+    """Build a bf16 Llama on neuron and run one forward; returns the number of ops run (counted by the caller)."""
+    cfg = transformers.LlamaConfig(**dims)
+    with torch.device("neuron"), _bf16():
+        model = transformers.LlamaForCausalLM(cfg).eval()
+    ids = torch.zeros(1, tokens, dtype=torch.long, device="neuron")
+    with torch.no_grad():
+        model(input_ids=ids, use_cache=False)
+    return 0
+
+
+def _train_step(dims: dict, tokens: int) -> None:
+    cfg = transformers.LlamaConfig(**dims)
+    with torch.device("neuron"), _bf16():
+        model = transformers.LlamaForCausalLM(cfg)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
+    ids = torch.zeros(1, tokens, dtype=torch.long, device="neuron")
+    model(input_ids=ids, labels=ids, use_cache=False).loss.backward()
+    opt.step()
+
+
+def _plain(fn, *args) -> float:
+    t0 = time.perf_counter()
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        fn(*args)
+    return time.perf_counter() - t0
+
+
+def _dry(fn, *args) -> tuple[float, trn_notebook.DryRun]:
+    t0 = time.perf_counter()
+    with trn_notebook.dryrun(capacity=1 << 44) as run:  # room for the whole job: its peak is the answer
+        fn(*args)
+    return time.perf_counter() - t0, run
+
+
+def main() -> None:
+    """Run the figures and print them with their ratios against the plain FakeTensorMode baseline."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--tokens", type=int, default=2048)
+    ap.add_argument("--train-tokens", type=int, default=2048)
+    ap.add_argument("--skip-train", action="store_true")
+    args = ap.parse_args()
+    print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores; torch {torch.__version__}")
+    rows = [("70B forward", _forward, LLAMA_70B, args.tokens)]
+    if not args.skip_train:
+        rows.append(("8B train step", _train_step, LLAMA_8B, args.train_tokens))
+    _plain(_forward, {**LLAMA_8B, "num_hidden_layers": 1}, 16)  # warm-up: imports and first-call costs, not timed
+    _dry(_forward, {**LLAMA_8B, "num_hidden_layers": 1}, 16)
+    for name, fn, dims, tokens in rows:
+        plain = _plain(fn, dims, tokens)
+        dry_s, run = _dry(fn, dims, tokens)
+        ops = run.placement.total_calls if hasattr(run.placement, "total_calls") else None
+        print(f"{name} at {tokens} tokens: dry {dry_s:.1f} s, plain FakeTensorMode {plain:.1f} s "
+              f"(dry / plain = {dry_s / plain:.2f}x); peak RSS so far {_rss_mb():.0f} MB; ops {ops}")  # fmt: skip
+        core = trn_notebook.device.runtime.allocator.snapshot().capacity
+        peak = run.memory.counters.peak_allocated
+        print(f"  peak allocated {peak / 2**30:.1f} GiB against {core / 2**30:.0f} GiB of HBM per logical core: "
+              f"{'fits' if peak <= core else 'does not fit on one core'}")  # fmt: skip
+        print("  " + run.summary().replace("\n", "\n  "))
+
+
+if __name__ == "__main__":
+    main()
