@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from . import backends
+from . import state as _state
 from .backends.base import NA
 from .device.config import get_config
 from .device.runtime import get_chip
@@ -23,6 +24,7 @@ from .results import Card, fmt_bytes
 
 _last_key: tuple[Any, ...] | None = None
 _last_snapshot: dict[str, Any] | None = None
+_state.register("status_cache", _state.Globals(__name__, "_last_key", "_last_snapshot"))
 
 
 def current_device() -> str:

@@ -21,6 +21,8 @@ import torch
 import trn_notebook  # noqa: F401  (registers the neuron device)
 from trn_notebook.device import placement_log
 
+from .. import state as _state
+
 SWEEP_DTYPES: tuple[torch.dtype, ...] = (torch.float32, torch.bfloat16, torch.int32, torch.bool)
 DTYPE_NAMES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.int32: "int32", torch.bool: "bool"}
 _CONFINED = (torch.float64, torch.complex128)  # stay on the CPU when samples are moved
@@ -388,6 +390,7 @@ def run_op(name: str, quick: bool = False) -> OpResult:
 
 
 _reached: dict[str, str] = {}  # aten ops (-> category) that the op's forward calls reached on the device
+_state.register("compat_sweep", _state.Globals(__name__, "_reached"), reset=False)  # filled and read within one sweep
 _CONVERSIONS = frozenset(
     [
         "to",

@@ -23,6 +23,7 @@ from typing import Any
 import torch
 import torch.fx
 
+from .. import state as _state
 from . import attention, cache, contracts, progress
 from .artifacts import Bundle, artifacts
 from .compile_log import compile_log, get_dynamo_metrics, reset_dynamo_metrics
@@ -44,6 +45,28 @@ _seen_failures: dict[Any, int] = {}
 _capture_started: list[float] = [0.0]
 _downcast_warned: set[str] = set()
 _COMPILE_ID = re.compile(r"^\[?[0-9/_]+\]?: ")
+
+
+class _CompiledGraphs(_state.Globals):
+    """The planned graphs held in memory (by cache key) and dynamo's compiled frames."""
+
+    def snapshot(self) -> int:  # type: ignore[override]
+        """How many planned graphs are held in memory."""
+        return len(_memory)
+
+    def reset(self) -> None:
+        """Drop dynamo's compiled frames and the planned graphs."""
+        torch._dynamo.reset()
+        super().reset()
+
+
+_state.register("compiled_graphs", _CompiledGraphs(__name__, "_memory"), reset="compiled")
+# graph-name counters restart, and dynamo's guard failures (emptied by torch._dynamo.reset) are read from the start
+_state.register(
+    "graph_names", _state.Globals(__name__, "_name_counts", "_seen_failures", "_capture_started"), reset="compiled"
+)
+_state.register("downcast_warnings", _state.Globals(__name__, "_downcast_warned"))  # warn again after a reset
+_state.register("neuron_backend", _state.Globals(__name__, "_registered"), reset=False)  # dynamo registration
 
 
 def _on_dynamo_start(_args: Any) -> None:

@@ -16,6 +16,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from .. import state as _state
 from ..presentation import COMPILE_STAGES
 
 STAGES = COMPILE_STAGES
@@ -130,6 +131,7 @@ class CompileLog:
 
 
 compile_log = CompileLog()
+_state.register("compile_log", compile_log)
 
 
 def snapshot() -> list[CompileRecord]:

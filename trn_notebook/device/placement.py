@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from .. import state as _state
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -220,3 +222,4 @@ def diff_snapshots(before: Mapping[str, PlacementEntry], after: PlacementSnapsho
 
 
 placement_log = PlacementLog()
+_state.register("placement_log", placement_log)

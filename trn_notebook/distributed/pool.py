@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, Listener, wait
 from typing import Any
 
+from .. import state as _state
 from .launch import RankError, RanksTimeout, free_port
 
 CELL_FILE = "<%%trn ranks cell>"
@@ -392,6 +393,9 @@ class RankPool:
 
 
 _pools: dict[int, RankPool] = {}
+_state.register(
+    "rank_pools", _state.Globals(__name__, "_pools"), reset=False
+)  # live rank processes: shutdown() ends them
 
 
 def get_pool(world_size: int, **kwargs: Any) -> tuple[RankPool, bool]:

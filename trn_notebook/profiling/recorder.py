@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import state as _state
 from ..device.clocks import clocks
 from ..device.placement import placement_log
 from ..device.runtime import allocator, state
@@ -89,6 +90,19 @@ class Recorder:
         session.stop_perf_ns = _perf_ns()
         _add_compiles(session)
         return session
+
+    def snapshot(self) -> int:
+        """Events held by the open session (0 when not recording)."""
+        with self.lock:
+            return len(self.session.records) if self.session is not None else 0
+
+    def reset(self) -> None:
+        """Drop the open session's events so far (recording, if on, continues from now)."""
+        with self.lock:
+            if self.session is not None:
+                self.session.records.clear()
+                self.session.compiles.clear()
+                self.session.dropped = 0
 
     def observe(self, kind: str, name: str, start: float, dur: float, host: float, detail: Any) -> None:
         """Clock observer: one record per simulator event (called with the clocks' lock held)."""
@@ -178,3 +192,4 @@ def _add_compiles(session: Session) -> None:
 
 
 recorder = Recorder()
+_state.register("profiler_recorder", recorder)

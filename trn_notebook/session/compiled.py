@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from .. import backends
+from .. import state as _state
 from ..backends.base import NA, NOT_MEASURED
 from ..presentation import COMPILE_STAGE_LABELS
 from ..results import Card, Result, Table, fmt_s
@@ -48,6 +49,7 @@ class CompiledCell:
 
 _cache: dict[tuple[Any, ...], CompiledCell] = {}
 _by_name: dict[str, CompiledCell] = {}
+_state.register("compiled_cells", _state.Globals(__name__, "_cache", "_by_name"), reset="compiled")
 
 
 def compiled_cells() -> dict[str, CompiledCell]:
