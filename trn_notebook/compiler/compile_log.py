@@ -12,7 +12,7 @@ import copy
 import dataclasses
 import threading
 from collections import deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -72,8 +72,8 @@ class CompileRecord(Mapping[str, Any]):
 
     @property
     def is_hit(self) -> bool:
-        """True when the graph came from the memory or disk cache."""
-        return self.cache_result != "miss"
+        """True when the graph came from the memory or disk cache (:func:`cache_hit`)."""
+        return cache_hit(self.cache_result) is True
 
     def _keys(self) -> list[str]:
         keys = list(FIELDS)
@@ -99,6 +99,67 @@ class CompileRecord(Mapping[str, Any]):
     __hash__ = None  # type: ignore[assignment]  # holds dicts; compare by value
 
 
+HIT_RESULTS: tuple[CacheResult, ...] = ("memory hit", "disk hit")
+
+
+def cache_hit(result: object) -> bool | None:
+    """The one rule for a compile-cache hit: True for ``"memory hit"``/``"disk hit"``, False for ``"miss"``,
+    None when the record does not say (TorchNeuron's dynamo metrics carry no cache result)."""
+    if result in HIT_RESULTS:
+        return True
+    return False if result == "miss" else None
+
+
+@dataclass(frozen=True)
+class CompileSummary:
+    """Cache results and compile seconds of a set of compile records, counted by :func:`cache_hit`."""
+
+    graphs: int = 0
+    misses: int = 0
+    memory_hits: int = 0
+    disk_hits: int = 0
+    unknown: int = 0  # records that do not say hit or miss
+    miss_compile_s: float = 0.0
+    disk_hit_compile_s: float = 0.0
+    compile_s: float = 0.0
+
+    @property
+    def hits(self) -> int:
+        """Memory plus disk hits."""
+        return self.memory_hits + self.disk_hits
+
+    @property
+    def known(self) -> bool:
+        """True when every record says hit or miss (False on hardware, whose metrics do not)."""
+        return self.unknown == 0
+
+    @property
+    def by_result(self) -> dict[str, int]:
+        """``{"miss": n, "memory hit": n, "disk hit": n}``, the results present, in that order."""
+        counts = {"miss": self.misses, "memory hit": self.memory_hits, "disk hit": self.disk_hits}
+        return {k: v for k, v in counts.items() if v}
+
+    @classmethod
+    def of(cls, records: Iterable[Mapping[str, Any]]) -> CompileSummary:
+        """The summary of ``records`` (compile records or TorchNeuron metric dicts)."""
+        n = misses = mem = disk = unknown = 0
+        miss_s = disk_s = total_s = 0.0
+        for r in records:
+            n += 1
+            result = r.get("cache_result")
+            seconds = float(r.get("compile_s") or 0.0)
+            total_s += seconds
+            if result == "miss":
+                misses, miss_s = misses + 1, miss_s + seconds
+            elif result == "disk hit":
+                disk, disk_s = disk + 1, disk_s + seconds
+            elif result == "memory hit":
+                mem += 1
+            else:
+                unknown += 1
+        return cls(n, misses, mem, disk, unknown, miss_s, disk_s, total_s)
+
+
 class CompileLog:
     """Bounded list of compile records; thread-safe."""
 
@@ -106,13 +167,24 @@ class CompileLog:
         self.lock = threading.Lock()
         self.records: deque[dict[str, Any]] = deque(maxlen=CAPACITY)
         self.version = 0
+        self._added = 0  # moves when a record is added or the log is reset (not on runs)
+        self._summary: tuple[int, CompileSummary] = (0, CompileSummary())
 
     def add(self, record: dict[str, Any]) -> dict[str, Any]:
         """Append a record (the live dict is returned so the executable can count runs)."""
         with self.lock:
             self.records.append(record)
             self.version += 1
+            self._added += 1
         return record
+
+    def summary(self) -> CompileSummary:
+        """Cache results and compile seconds of the records held, counted once per added record (a run of
+        a compiled graph changes no cache result, so warm calls reuse the count; no record is copied)."""
+        with self.lock:
+            if self._summary[0] != self._added:
+                self._summary = (self._added, CompileSummary.of(self.records))
+            return self._summary[1]
 
     def touch(self) -> None:
         """Mark the log changed (after a record's ``runs``/``warm_s`` update)."""
@@ -128,6 +200,7 @@ class CompileLog:
         with self.lock:
             self.records.clear()
             self.version += 1
+            self._added += 1
 
 
 compile_log = CompileLog()
