@@ -111,7 +111,7 @@ def _state_key() -> tuple[Any, ...] | None:
     ]  # fmt: skip
     if any(v is None for v in versions):
         return None
-    return (*versions, get_chip(), torch.get_default_device(), get_config())
+    return (*versions, get_chip(), current_device(), get_config())  # current_device() allocates nothing
 
 
 def state_snapshot(*, force: bool = False) -> tuple[dict[str, Any], bool]:

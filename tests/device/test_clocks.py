@@ -97,14 +97,15 @@ def test_save_trace_writes_perfetto_json(fresh_device, tmp_path):
 def test_fallback_modeled_cost_is_modeled_not_measured(fresh_device):
     """A fallback's modeled cost is copies + modeled host compute: identical on every call, first included."""
     from trn_notebook.device import costmodel
-    from trn_notebook.device.placement import DEVICE_S, placement_log
+    from trn_notebook.device.placement import placement_log
 
     x = torch.randn(128, 128, device="neuron")
     per_call = []
     for _ in range(3):
-        before = placement_log.snapshot().get("sort", (0, 0, 0, 0.0))[DEVICE_S]
+        seen = placement_log.snapshot().get("sort")
+        before = seen.device_s if seen is not None else 0.0
         x.sort(dim=-1)
-        per_call.append(placement_log.snapshot()["sort"][DEVICE_S] - before)
+        per_call.append(placement_log.snapshot()["sort"].device_s - before)
     assert per_call[0] == pytest.approx(per_call[1]) == pytest.approx(per_call[2])
     host = x.cpu()
     vals, idx = host.sort(dim=-1)

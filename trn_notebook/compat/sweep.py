@@ -417,5 +417,5 @@ def _note_reached(opinfo: Any, before: dict[str, Any]) -> None:
     for op, entry in placement_log.snapshot().items():
         if op in _TRANSFERS and op != name and name not in _CONVERSIONS:
             continue  # copies of inputs and results are not the op under test (unless it is a conversion)
-        if entry[1] > (before[op][1] if op in before else 0):
-            _reached[op] = entry[0]
+        if entry.calls > (before[op].calls if op in before else 0):
+            _reached[op] = entry.category

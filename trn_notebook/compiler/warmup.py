@@ -124,9 +124,9 @@ def warmup(bc: BucketedCallable, *args: Any, progress: bool = True, **kwargs: An
         if bar is not None:
             bar.update(i + 1, f"bucket {b} ({i + 1}/{len(sizes)})")
     seconds = time.perf_counter() - t0
-    records = [r for r in compile_log.snapshot() if r["model_name"] == bc.name and r["timestamp"] >= started]
+    records = [r for r in compile_log.snapshot() if r.model_name == bc.name and r.timestamp >= started]
     summary = CompileSummary.of(records)
-    keys = {r["graph_id"] for r in records}
+    keys = {r.graph_id for r in records}
     cache_bytes = sum(e["bytes"] for e in cache.cache_entries() if e["key"] in keys)
     return WarmupSummary(
         name=bc.name,

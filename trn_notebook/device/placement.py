@@ -51,10 +51,6 @@ class PlacementEntry:
         """Bytes copied host->device plus device->host."""
         return self.h2d + self.d2h
 
-    def __getitem__(self, index: int) -> Any:
-        """Tuple-style access (``entry[CALLS]``) for readers written before the entry was typed."""
-        return (self.category, self.calls, self.host_s, self.device_s, self.h2d, self.d2h, self.source)[index]
-
     def minus(self, before: PlacementEntry) -> PlacementEntry:
         """The counters accumulated since ``before`` (same op)."""
         return PlacementEntry(

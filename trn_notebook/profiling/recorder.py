@@ -181,14 +181,12 @@ def _add_compiles(session: Session) -> None:
     start_unix = (session.start_perf_ns + session.wall_offset_ns) / 1e9
     stop_unix = (_perf_ns() + session.wall_offset_ns) / 1e9
     for rec in log.compile_log.snapshot():
-        stages = rec.get("stage_us") or {}
+        stages = rec.stage_us
         # the record is stamped after capture and AOT tracing: its compile started that much earlier
-        ts = float(rec.get("timestamp", 0.0)) - (stages.get("capture", 0.0) + stages.get("aot", 0.0)) / 1e6
+        ts = rec.timestamp - (stages.get("capture", 0.0) + stages.get("aot", 0.0)) / 1e6
         if start_unix <= ts <= stop_unix:
             t_perf = int(ts * 1e9) - session.wall_offset_ns
-            session.compiles.append(
-                (t_perf, float(rec.get("compile_s", 0.0)), str(rec.get("graph_name", "")), str(rec.get("cache_result")))
-            )
+            session.compiles.append((t_perf, rec.compile_s, rec.graph_name, rec.cache_result))
 
 
 recorder = Recorder()
