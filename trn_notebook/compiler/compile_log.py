@@ -180,6 +180,7 @@ class CompileSummary:
         miss_s = disk_s = total_s = 0.0
         for r in records:
             n += 1
+            result: object
             if isinstance(r, LiveRecord):
                 result, seconds = r.cache_result, r.compile_s
             else:
