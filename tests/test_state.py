@@ -85,3 +85,45 @@ def test_reset_clears_what_an_exercise_needs_and_keeps_live_tensors(fresh_compil
         torch.linalg.inv(torch.eye(2).to(N))
     y = torch.ones(1024, device=N)
     assert compiled(y).cpu().tolist() == (y + 1).cpu().tolist()  # compiled callables still work
+
+
+class _Counter:
+    def __init__(self) -> None:
+        self.n = 1
+
+    def snapshot(self) -> int:
+        return self.n
+
+    def reset(self) -> None:
+        self.n = 0
+
+
+def test_register_says_what_each_reset_clears():
+    names = {"t_always": True, "t_never": False, "t_compiled": "compiled", "t_overrides": "op_overrides"}
+    made = {name: state.register(name, _Counter(), reset=when) for name, when in names.items()}
+    try:
+        state.reset(compiled=False)
+        assert {n: c.n for n, c in made.items()} == {"t_always": 0, "t_never": 1, "t_compiled": 1, "t_overrides": 1}
+        state.reset(op_overrides=True)
+        assert {n: c.n for n, c in made.items()} == {"t_always": 0, "t_never": 1, "t_compiled": 0, "t_overrides": 0}
+        assert state.snapshot().others["t_never"] == 1
+        with pytest.raises(TypeError, match="snapshot"):
+            state.register("t_bad", object())
+        with pytest.raises(ValueError, match="reset="):
+            state.register("t_bad", _Counter(), reset="sometimes")  # type: ignore[arg-type]
+    finally:
+        for name in names:
+            state._registry.pop(name, None)
+
+
+def test_reset_restarts_graph_names_and_forgets_compiled_cells(fresh_compiler):
+    from trn_notebook.session import compile_cell, compiled_cells
+
+    ns = {"x": torch.ones(3, device=N)}
+    compile_cell("y = x + 1", ns, name="reset_cell")
+    first = state.snapshot().compiles[-1].graph_name
+    assert "reset_cell" in compiled_cells()
+    trn_notebook.reset()
+    assert compiled_cells() == {} and state.snapshot().others["graph_names"]["_name_counts"] == {}
+    compile_cell("y = x + 1", ns, name="reset_cell")
+    assert state.snapshot().compiles[-1].graph_name == first  # the same name again, not ..._1

@@ -1,6 +1,17 @@
-"""Every state owner of the simulator in one place: one snapshot, one reset.
+"""Every piece of mutable state in one registry: one snapshot, one reset.
 
-The owners (each with ``snapshot()`` and ``reset()``):
+Each owner registers itself where it is declared, with what a reset does to it::
+
+    state.register("compile_log", compile_log)                                  # cleared by every reset
+    state.register("compiled_cells", state.Globals(__name__, "_cache", "_by_name"), reset="compiled")
+    state.register("op_info_cache", state.Globals(__name__, "_infos"), reset=False)  # survives, said here
+
+``reset`` is ``True`` (every :func:`reset`), ``False`` (never: process-lifetime handles, caches derived
+from constants, live processes), ``"compiled"`` (only with ``reset(compiled=True)``, the default) or
+``"op_overrides"`` (only with ``reset(op_overrides=True)``). :func:`owners` lists them; ``tests/test_state.py``
+fails on any module-level mutable global of the package that no owner holds.
+
+The original owners (each with a typed, frozen ``snapshot()``):
 
 ========================  ==============================================  ===========================
 owner                     what it holds                                   snapshot type
@@ -15,24 +26,26 @@ owner                     what it holds                                   snapsh
 ``dry_runs``              the last dry run's figures (all modeled)        ``DryFigures | None``
 ========================  ==============================================  ===========================
 
-The compiler's owners appear only once the compiler is loaded (it is imported lazily).
-:func:`reset` clears what a workshop exercise needs cleared; ``%trn reset`` calls it.
+The compiler's owners appear only once the compiler is loaded (it is imported lazily). This module
+imports nothing of the package (every layer registers into it, so it sits below all of them).
 """
 
 from __future__ import annotations
 
+import copy
 import sys
-from dataclasses import dataclass
-from typing import Any, Protocol
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from .device import dispatch
-from .device.allocator import MemorySnapshot
-from .device.clocks import ClockSnapshot, clocks
-from .device.dryrun import DryFigures, dry_runs
-from .device.placement import PlacementSnapshot, placement_log
-from .device.policy import policy
-from .device.registry import OpRecord
-from .device.runtime import allocator
+if TYPE_CHECKING:
+    from .device.allocator import MemorySnapshot
+    from .device.clocks import ClockSnapshot
+    from .device.placement import PlacementSnapshot
+    from .device.registry import OpRecord
+
+ResetWhen = bool | Literal["compiled", "op_overrides"]
 
 
 class StateOwner(Protocol):
@@ -43,24 +56,91 @@ class StateOwner(Protocol):
     def reset(self) -> None: ...
 
 
-class _CompiledGraphs:
-    """The compiler's in-process caches: planned graphs by cache key, dynamo's compiled frames, bundles."""
+@dataclass(frozen=True)
+class Registration:
+    """One registered owner and what a reset does to it."""
 
-    def snapshot(self) -> int:
-        from .compiler import backend
+    name: str
+    owner: StateOwner
+    reset: ResetWhen
+    module: str  # the module that declared it
 
-        return len(backend._memory)
+
+_CONTAINERS = (dict, set, list, deque)
+
+
+class Globals:
+    """Owner of module-level globals of one module: containers (dict, set, list, deque) and names its
+    functions rebind (``global name``).
+
+    ``snapshot()`` returns each by name (containers as shallow copies); ``reset()`` puts each back to
+    what it was at registration: a container gets its initial content back in place (code holding a
+    reference to it keeps working), any other value is rebound. Register it after the names exist.
+    """
+
+    def __init__(self, module: str, *names: str) -> None:
+        self.module = module
+        self.names = names
+        mod = sys.modules[module]
+        self._initial = {n: _copy(getattr(mod, n)) for n in names}
+        self.lock = threading.Lock()
+
+    def snapshot(self) -> dict[str, Any]:
+        """The current value of each global, by name (containers copied)."""
+        mod = sys.modules[self.module]
+        with self.lock:
+            return {n: _copy(getattr(mod, n)) for n in self.names}
 
     def reset(self) -> None:
-        import torch
+        """Every global back to its value at registration."""
+        mod = sys.modules[self.module]
+        with self.lock:
+            for n, initial in self._initial.items():
+                value = getattr(mod, n)
+                if isinstance(value, _CONTAINERS) and type(value) is type(initial):
+                    value.clear()
+                    if isinstance(value, dict | set):
+                        value.update(initial)
+                    else:
+                        value.extend(initial)
+                else:
+                    setattr(mod, n, _copy(initial))
 
-        from .compiler import backend, contracts
-        from .compiler.artifacts import artifacts
 
-        torch._dynamo.reset()
-        backend.clear_memory_cache()
-        artifacts.reset()
-        contracts._warned_modes.clear()
+def _copy(value: Any) -> Any:
+    return copy.copy(value) if isinstance(value, _CONTAINERS) else value
+
+
+_lock = threading.Lock()
+_registry: dict[str, Registration] = {}  # the registry itself (never reset; it holds every owner)
+
+
+def register(name: str, owner: Any, *, reset: ResetWhen = True, module: str | None = None) -> Any:
+    """Register ``owner`` (``snapshot()``/``reset()``) under ``name``; returns it.
+
+    Registering the same name again replaces the entry (a module reloaded in a test). Raises
+    ``TypeError`` for an owner without ``snapshot``/``reset`` and ``ValueError`` for an unknown ``reset``.
+    """
+    if not (callable(getattr(owner, "snapshot", None)) and callable(getattr(owner, "reset", None))):
+        raise TypeError(f"state owner {name!r} needs snapshot() and reset(); got {type(owner).__name__}")
+    if reset not in (True, False, "compiled", "op_overrides"):
+        raise ValueError(f"reset= must be True, False, 'compiled' or 'op_overrides', not {reset!r}")
+    if module is None:
+        module = owner.module if isinstance(owner, Globals) else type(owner).__module__
+    with _lock:
+        _registry[name] = Registration(name, owner, reset, module)
+    return owner
+
+
+def registrations() -> dict[str, Registration]:
+    """Every registration by name, in registration order."""
+    with _lock:
+        return dict(_registry)
+
+
+def owners() -> dict[str, StateOwner]:
+    """Every state owner by name (the compiler's only once it is loaded)."""
+    return {name: r.owner for name, r in registrations().items()}
 
 
 @dataclass(frozen=True)
@@ -74,67 +154,68 @@ class State:
     compiles: list[Any] | None = None
     shapes: dict[str, Any] | None = None
     compiled_graphs: int | None = None
-    dry_run: DryFigures | None = None  # the last dry run's figures: modeled, never mixed with the above
+    others: dict[str, Any] = field(default_factory=dict)  # every other owner's snapshot, by name
 
 
-def _compiler_loaded() -> bool:
-    return "trn_notebook.compiler" in sys.modules
-
-
-def owners() -> dict[str, StateOwner]:
-    """Every state owner by name (the compiler's only once it is loaded)."""
-    found: dict[str, StateOwner] = {
-        "placement_log": placement_log,
-        "clocks": clocks,
-        "allocator": allocator,
-        "policy": policy,
-        "dry_runs": dry_runs,
-    }
-    if _compiler_loaded():
-        from .compiler.compile_log import compile_log
-        from .compiler.shape_log import shape_log
-
-        found.update(compile_log=compile_log, shape_log=shape_log, compiled_graphs=_CompiledGraphs())
-    return found
+_TYPED = {
+    "placement_log": "placement",
+    "clocks": "clocks",
+    "allocator": "memory",
+    "policy": "op_overrides",
+    "compile_log": "compiles",
+    "shape_log": "shapes",
+    "compiled_graphs": "compiled_graphs",
+}
 
 
 def snapshot() -> State:
-    """One consistent-enough view of every owner (each owner's snapshot is taken under its own lock)."""
-    o = owners()
-    compiler = _compiler_loaded()
-    return State(
-        placement=placement_log.snapshot(),
-        clocks=clocks.snapshot(),
-        memory=allocator.snapshot(),
-        op_overrides=policy.snapshot(),
-        compiles=o["compile_log"].snapshot() if compiler else None,
-        shapes=o["shape_log"].snapshot() if compiler else None,
-        compiled_graphs=o["compiled_graphs"].snapshot() if compiler else None,
-        dry_run=dry_runs.snapshot(),
-    )
+    """One consistent-enough view of every owner (each owner's snapshot is taken under its own lock).
+
+    Raises ``RuntimeError`` when the device's owners are not registered (``trn_notebook`` not imported).
+    """
+    regs = registrations()
+    missing = [n for n in ("placement_log", "clocks", "allocator", "policy") if n not in regs]
+    if missing:
+        raise RuntimeError(f"state owners {missing} are not registered: import trn_notebook first")
+    typed: dict[str, Any] = {}
+    others: dict[str, Any] = {}
+    for name, r in regs.items():
+        if name in _TYPED:
+            typed[_TYPED[name]] = r.owner.snapshot()
+        else:
+            others[name] = r.owner.snapshot()
+    return State(**typed, others=others)
 
 
 def reset(*, compiled: bool = True, op_overrides: bool = False) -> None:
     """Start an exercise over: empty the placement log, zero the clocks, restart the memory statistics
-    (live tensors keep their memory), show fallback warnings again, and empty the compile and shape logs.
+    (live tensors keep their memory), show warnings again, and empty the compile, shape and comm logs
+    and the profiler's buffers — every owner registered with ``reset=True``.
 
-    ``compiled=True`` also drops compiled graphs held in memory and dynamo's compiled frames (the next
-    call compiles again, from the disk cache when it has the graph); ``op_overrides=True`` also drops
-    :func:`~trn_notebook.set_op_category` overrides. Raises nothing for owners not loaded yet.
+    ``compiled=True`` also drops compiled graphs held in memory, dynamo's compiled frames and the
+    compiled cells (the next call compiles again, from the disk cache when it has the graph);
+    ``op_overrides=True`` also drops :func:`~trn_notebook.set_op_category` overrides. Raises whatever
+    an owner's ``reset()`` raises (none of the package's owners raise).
     """
-    placement_log.reset()
-    clocks.reset()
-    allocator.reset()
-    dispatch.reset_warnings()
-    dry_runs.reset()
+    wanted: set[ResetWhen] = {True}
+    if compiled:
+        wanted.add("compiled")
     if op_overrides:
-        policy.reset()
-    if _compiler_loaded():
-        o = owners()
-        o["compile_log"].reset()
-        o["shape_log"].reset()
-        if compiled:
-            o["compiled_graphs"].reset()
+        wanted.add("op_overrides")
+    for r in registrations().values():
+        if r.reset in wanted:
+            r.owner.reset()
 
 
-__all__ = ["State", "StateOwner", "owners", "reset", "snapshot"]
+__all__ = [
+    "Globals",
+    "Registration",
+    "ResetWhen",
+    "State",
+    "StateOwner",
+    "owners",
+    "register",
+    "registrations",
+    "reset",
+    "snapshot",
+]

@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from . import backends
+from . import state as _state
 from .backends.base import NA
 from .device.config import get_config
 from .device.runtime import get_chip
@@ -23,6 +24,7 @@ from .results import Card, fmt_bytes
 
 _last_key: tuple[Any, ...] | None = None
 _last_snapshot: dict[str, Any] | None = None
+_state.register("status_cache", _state.Globals(__name__, "_last_key", "_last_snapshot"))
 
 
 def current_device() -> str:
@@ -39,14 +41,13 @@ def current_device() -> str:
     return str(dev)
 
 
-def cache_counts(records: list[Any], *, simulator: bool = True) -> tuple[int | str, int | str]:
-    """Compile-cache hits and misses of the compile records; NA on hardware when the records carry no cache
-    result (TorchNeuron's dynamo metrics do not say whether the NEFF cache hit)."""
-    results = [r.get("cache_result") for r in records]
-    if not simulator and (not results or any(v is None for v in results)):
-        return NA, NA
-    hits = sum(1 for v in results if str(v).endswith("hit"))
-    return hits, sum(1 for v in results if v == "miss")
+def cache_counts(backend: backends.Backend) -> tuple[int | str, int | str]:
+    """Compile-cache hits and misses from the backend's one compile summary; NA on hardware, whose
+    records carry no cache result (TorchNeuron's dynamo metrics do not say whether the NEFF cache hit)."""
+    summary = backend.compile_summary()
+    if summary is None:
+        return (0, 0) if backend.is_simulator else (NA, NA)  # the simulator before its compiler loads: none
+    return (summary.hits, summary.misses) if summary.known else (NA, NA)
 
 
 def chip_label(backend: backends.Backend | None = None) -> str:
@@ -62,7 +63,7 @@ def status_payload() -> dict[str, Any]:
     backend = backends.current()
     device = current_device()
     chip = chip_label(backend)
-    hits, misses = cache_counts(backend.compile_records(), simulator=backend.is_simulator)
+    hits, misses = cache_counts(backend)
     memory = backend.memory_snapshot()
     suffix = "(sim)" if backend.is_simulator else "(TorchNeuron)"
     payload: dict[str, Any] = {
@@ -110,7 +111,7 @@ def _state_key() -> tuple[Any, ...] | None:
     ]  # fmt: skip
     if any(v is None for v in versions):
         return None
-    return (*versions, get_chip(), torch.get_default_device(), get_config())
+    return (*versions, get_chip(), current_device(), get_config())  # current_device() allocates nothing
 
 
 def state_snapshot(*, force: bool = False) -> tuple[dict[str, Any], bool]:

@@ -12,7 +12,7 @@ import trn_notebook
 from trn_notebook import backends
 from trn_notebook.backends.simulator import SimulatorBackend
 from trn_notebook.device.autoload import real_backend_present
-from trn_notebook.device.placement import CALLS, CATEGORY, placement_log
+from trn_notebook.device.placement import placement_log
 
 
 def test_simulator_is_the_live_backend_and_satisfies_the_protocol(fresh_device):
@@ -32,9 +32,9 @@ def test_placement_through_the_backend_matches_the_placement_log(fresh_device):
         warnings.simplefilter("ignore")
         torch.linalg.qr(x @ x)
     snap = placement_log.snapshot()
-    assert trn_notebook.get_executed_ops() == {f"aten::{n}": e[CALLS] for n, e in snap.items()}
+    assert trn_notebook.get_executed_ops() == {f"aten::{n}": e.calls for n, e in snap.items()}
     assert trn_notebook.get_fallback_ops() == sorted(
-        f"aten::{n}" for n, e in snap.items() if e[CATEGORY] == "cpu_fallback"
+        f"aten::{n}" for n, e in snap.items() if e.category == "cpu_fallback"
     )
     assert "aten::linalg_qr" in trn_notebook.get_fallback_ops() and "aten::mm" in trn_notebook.get_executed_ops()
     rows = backends.current().placement()

@@ -237,3 +237,28 @@ def test_a_world_writable_cache_dir_of_ours_is_refused_and_left_as_it_is(cache_d
     with pytest.warns(cache.CacheUntrustedWarning, match="writable by other users.*never changes the permissions"):
         assert compile_again()["cache_result"] == "miss"
     assert stat.S_IMODE(cache_dir.stat().st_mode) == 0o1777 and list(cache_dir.iterdir()) == []
+
+
+def test_cache_results_are_counted_once_by_one_rule(cache_dir):
+    from trn_notebook import backends
+    from trn_notebook.compiler.compile_log import CompileSummary, cache_hit
+    from trn_notebook.session.compiled import CompileReport
+    from trn_notebook.status import status_payload
+
+    compile_again()  # a miss, stored
+    torch._dynamo.reset()
+    backend.clear_memory_cache()
+    trn_notebook.compile(block)(*ARGS)  # from the disk
+    trn_notebook.compile(block)(*ARGS)  # a new callable: dynamo traces again, the planned graph is in memory
+    records = compile_log.snapshot()
+    assert [r.cache_result for r in records] == ["miss", "disk hit", "memory hit"]
+    assert [cache_hit(r.cache_result) for r in records] == [False, True, True] == [r.is_hit for r in records]
+    summary = backends.current().compile_summary()
+    assert summary == CompileSummary.of(records) and summary.by_result == {"miss": 1, "memory hit": 1, "disk hit": 1}
+    assert (summary.hits, summary.misses, summary.known) == (2, 1, True)
+    payload = status_payload()  # the status bar reads the same count
+    assert (payload["cache_hits"], payload["cache_misses"]) == (2, 1)
+    report = CompileReport("c", (), (), list(records), False, 0.0, 0.0, None)
+    assert report.cache_result == "miss ×1, memory hit ×1, disk hit ×1"
+    hardware = [{"graph_name": "g", "compile_s": 1.5}]  # TorchNeuron's metrics do not say hit or miss
+    assert CompileSummary.of(hardware).known is False and cache_hit(None) is None

@@ -97,14 +97,15 @@ def test_save_trace_writes_perfetto_json(fresh_device, tmp_path):
 def test_fallback_modeled_cost_is_modeled_not_measured(fresh_device):
     """A fallback's modeled cost is copies + modeled host compute: identical on every call, first included."""
     from trn_notebook.device import costmodel
-    from trn_notebook.device.placement import DEVICE_S, placement_log
+    from trn_notebook.device.placement import placement_log
 
     x = torch.randn(128, 128, device="neuron")
     per_call = []
     for _ in range(3):
-        before = placement_log.snapshot().get("sort", (0, 0, 0, 0.0))[DEVICE_S]
+        seen = placement_log.snapshot().get("sort")
+        before = seen.device_s if seen is not None else 0.0
         x.sort(dim=-1)
-        per_call.append(placement_log.snapshot()["sort"][DEVICE_S] - before)
+        per_call.append(placement_log.snapshot()["sort"].device_s - before)
     assert per_call[0] == pytest.approx(per_call[1]) == pytest.approx(per_call[2])
     host = x.cpu()
     vals, idx = host.sort(dim=-1)
@@ -114,11 +115,11 @@ def test_fallback_modeled_cost_is_modeled_not_measured(fresh_device):
 
 def test_hot_loop_fallback_costs_more_than_a_setup_fallback(fresh_device):
     """The lesson of notebook 02, from the cost model: 20 sorts in a loop outweigh one QR at setup."""
-    from trn_notebook.device.placement import DEVICE_S, placement_log
+    from trn_notebook.device.placement import placement_log
 
     x = torch.randn(256, 256, device="neuron")
     w, _ = torch.linalg.qr(torch.randn(256, 256, device="neuron"))
     for _ in range(20):
         x, _ = torch.tanh(x @ w).sort(dim=-1)
     snap = placement_log.snapshot()
-    assert snap["sort"][DEVICE_S] > 3 * snap["linalg_qr"][DEVICE_S] > 0
+    assert snap["sort"].device_s > 3 * snap["linalg_qr"].device_s > 0

@@ -185,6 +185,6 @@ def test_attention_runs_the_fused_flash_kernel_forward_and_backward(fresh_device
     F.scaled_dot_product_attention(qn, qn, qn, is_causal=True).sum().backward()
     torch.testing.assert_close(qn.grad.cpu(), q.grad)
     ops = placement_log.snapshot()
-    assert ops["_scaled_dot_product_flash_attention_for_cpu"][0] == "native"
+    assert ops["_scaled_dot_product_flash_attention_for_cpu"].category == "native"
     assert "_scaled_dot_product_flash_attention_for_cpu_backward" in ops
     assert "bmm" not in ops  # not the math decomposition

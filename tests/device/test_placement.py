@@ -19,12 +19,12 @@ def test_known_snippet_gives_known_placement_counts(fresh_device):
     z = y.t()  # host-only view... (t runs in C++; as_strided may not reach us)
     q, _ = torch.linalg.qr(torch.eye(4).to(N))  # documented linear-algebra fallback
     snap = placement_log.snapshot()
-    assert snap["mm"][0] == "native" and snap["mm"][1] == 1
-    assert snap["fill_"][0] == "native"
-    assert snap["linalg_qr"][0] == "cpu_fallback"
-    assert snap["linalg_qr"][5] > 0  # bytes device->host
-    assert snap["linalg_qr"][4] > 0  # bytes host->device
-    assert snap["mm"][3] > 0  # modeled device time
+    assert snap["mm"].category == "native" and snap["mm"].calls == 1
+    assert snap["fill_"].category == "native"
+    assert snap["linalg_qr"].category == "cpu_fallback"
+    assert snap["linalg_qr"].d2h > 0  # bytes device->host
+    assert snap["linalg_qr"].h2d > 0  # bytes host->device
+    assert snap["mm"].device_s > 0  # modeled device time
     assert "aten::linalg_qr" in trn_notebook.get_fallback_ops()
     assert trn_notebook.get_executed_ops()["aten::mm"] == 1
     summary = trn_notebook.placement_summary()
@@ -35,7 +35,7 @@ def test_known_snippet_gives_known_placement_counts(fresh_device):
 def test_source_line_points_at_the_user_code(fresh_device):
     x = torch.ones(3, device=N)
     x.exp()  # the line recorded for aten::exp
-    source = placement_log.snapshot()["exp"][6]
+    source = placement_log.snapshot()["exp"].source
     assert source.endswith(f"test_placement.py:{_line_of('x.exp()  # the line')}")
 
 
@@ -74,7 +74,7 @@ def test_policy_is_data_overridable_and_exportable(fresh_device):
     trn_notebook.set_op_category("exp", "cpu_fallback", "testing an override")
     try:
         torch.ones(2, device=N).exp()
-        assert placement_log.snapshot()["exp"][0] == "cpu_fallback"
+        assert placement_log.snapshot()["exp"].category == "cpu_fallback"
         assert trn_notebook.device.policy_table().loc["exp", "source"] == "override"
     finally:
         trn_notebook.device.policy.clear("exp")
@@ -85,7 +85,7 @@ def test_policy_is_data_overridable_and_exportable(fresh_device):
 def test_fallback_only_for_unimplemented_refuses_dtype_fallbacks(fresh_device):
     c = torch.ones(2, dtype=torch.complex64).to(N)
     (c + c).cpu()  # complex64 has no native kernel: falls back by default
-    assert placement_log.snapshot()["add"][0] == "cpu_fallback"
+    assert placement_log.snapshot()["add"].category == "cpu_fallback"
     with override(fallback_only_for_unimplemented=True), pytest.raises(RuntimeError, match="native kernel but not"):
         c + c
 

@@ -25,6 +25,17 @@ dist.all_reduce(x)
 print("sum", x.cpu().tolist())
 """
 
+OWN_PLACEMENT = """
+from trn_notebook.backends.simulator import placement_of
+from trn_notebook.device.placement import placement_log
+mark = placement_log.snapshot()
+m = torch.ones(4, 4, device="neuron")
+v = m.view(16)[2:].unsqueeze(0).t()
+inv = torch.linalg.inv(torch.eye(3, device="neuron"))
+calls = placement_of(placement_log.snapshot().since(mark)).calls_by_category
+own_native, own_fallback, own_host = calls["native"], calls["cpu_fallback"], calls.get("host_only", 0)
+"""
+
 
 def _alive(pid: int) -> bool:
     try:
@@ -61,6 +72,13 @@ def test_cell_on_two_ranks_streams_output_returns_frame_and_trace_then_interrupt
     warm = ranks_magic("ranks 2", "print(rank, x.sum().item())")  # the namespace persists between cells
     assert warm.attrs["cold_start"] is False and pool.pids() == pids
     assert "[rank 1] 1 12.0" in capsys.readouterr().out
+
+    # the per-rank placement columns are the rank's own log aggregated the project's one way (placement_of):
+    # view ops (host_only) are neither native calls nor CPU fallbacks
+    own = ranks_magic("ranks 2 --collect own_native,own_fallback,own_host", OWN_PLACEMENT)
+    assert (own["own_host"] > 0).all() and (own["own_fallback"] >= 1).all()
+    assert own["fallback_calls"].tolist() == own["own_fallback"].tolist()
+    assert own["native_calls"].tolist() == own["own_native"].tolist()
 
     stop = threading.Event()
 

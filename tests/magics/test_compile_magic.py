@@ -162,6 +162,18 @@ def test_explain_shapes_and_cache_views_of_a_compiled_cell(ip, compiler):
     assert "explained" in ip.complete("", "%trn explain ", 13)[1]  # compiled cell names complete
 
 
+def test_explain_after_reset_says_nothing_is_compiled_and_works_again(ip, compiler):
+    ip.user_ns["rx"] = torch.ones(2, 4, device="neuron")
+    assert compile_cell(ip, "--name before_reset", "ry = rx.exp()").success
+    line(ip, "reset")  # drops compiled graphs, their bundles and the compiled cells together
+    with pytest.raises(UsageError, match="nothing compiled yet"):
+        line(ip, "explain")  # used to pick the forgotten cell and fail "no neuron compilation recorded"
+    assert compile_cell(ip, "--name after_reset", "ry = rx.exp()").success
+    assert "exp" in line(ip, "explain --stage ir").text()
+    line(ip, "reset --keep-compiled")  # compiled graphs kept: the cell still explains
+    assert "exp" in line(ip, "explain after_reset --stage ir").text()
+
+
 def test_cache_dir_and_clear(ip, compiler, tmp_path):
     import os
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .. import state as _state
 from ..device.autoload import real_backend_present
 from .alias import alias_torch_neuronx, remove_alias
 from .base import NA, NOT_MEASURED, Backend, SimulatorOnlyError
@@ -19,6 +20,9 @@ if TYPE_CHECKING:
 
 _instances: dict[str, Backend] = {}
 _kind: str | None = None  # decided once per process (find_spec costs ~0.2 ms); refresh() decides again
+_state.register(
+    "backend_choice", _state.Globals(__name__, "_instances", "_kind"), reset=False
+)  # refresh() decides again
 
 
 def current() -> Backend:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
+    from ..compiler.compile_log import CompileSummary
     from ..device.allocator import MemorySnapshot
 
 NOT_MEASURED = "not measured"  # a figure the live backend does not measure (e.g. per-op cost on hardware)
@@ -238,6 +239,11 @@ class Backend(Protocol):
 
     def compile_version(self) -> Hashable | None:
         """A cheap token that moves with the compile records (None: unknown)."""
+        ...
+
+    def compile_summary(self) -> CompileSummary | None:
+        """Cache results and compile seconds of the compile records, counted once by the compile log's
+        rule (``compiler.compile_log.cache_hit``); None when the backend's records do not say hit or miss."""
         ...
 
     def cache_dir(self) -> Path | None:

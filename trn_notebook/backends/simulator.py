@@ -106,6 +106,11 @@ class SimulatorBackend:
         compiler = _compiler()
         return [] if compiler is None else list(compiler.compile_log.snapshot())
 
+    def compile_summary(self) -> Any:
+        """See :meth:`Backend.compile_summary` (the compile log's running count; None before the compiler loads)."""
+        compiler = _compiler()
+        return None if compiler is None else compiler.compile_log.compile_log.summary()
+
     def compile_version(self) -> Hashable | None:
         """The compile log's version counter (-1 before the compiler is loaded)."""
         compiler = _compiler()

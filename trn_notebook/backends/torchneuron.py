@@ -132,6 +132,10 @@ class TorchNeuronBackend:
             raise RuntimeError(f"torch.neuron.{name}() is missing in {self.name}: update torch-neuronx")
         return fn()
 
+    def compile_summary(self) -> None:
+        """See :meth:`Backend.compile_summary`: TorchNeuron's dynamo metrics do not say whether the NEFF cache hit."""
+        return None
+
     def compile_records(self) -> list[dict[str, Any]]:
         """``torch.neuron.get_dynamo_metrics()``, each with ``compile_s`` summed from its microsecond fields."""
         records = []

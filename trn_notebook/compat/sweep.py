@@ -21,6 +21,8 @@ import torch
 import trn_notebook  # noqa: F401  (registers the neuron device)
 from trn_notebook.device import placement_log
 
+from .. import state as _state
+
 SWEEP_DTYPES: tuple[torch.dtype, ...] = (torch.float32, torch.bfloat16, torch.int32, torch.bool)
 DTYPE_NAMES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.int32: "int32", torch.bool: "bool"}
 _CONFINED = (torch.float64, torch.complex128)  # stay on the CPU when samples are moved
@@ -388,6 +390,7 @@ def run_op(name: str, quick: bool = False) -> OpResult:
 
 
 _reached: dict[str, str] = {}  # aten ops (-> category) that the op's forward calls reached on the device
+_state.register("compat_sweep", _state.Globals(__name__, "_reached"), reset=False)  # filled and read within one sweep
 _CONVERSIONS = frozenset(
     [
         "to",
@@ -414,5 +417,5 @@ def _note_reached(opinfo: Any, before: dict[str, Any]) -> None:
     for op, entry in placement_log.snapshot().items():
         if op in _TRANSFERS and op != name and name not in _CONVERSIONS:
             continue  # copies of inputs and results are not the op under test (unless it is a conversion)
-        if entry[1] > (before[op][1] if op in before else 0):
-            _reached[op] = entry[0]
+        if entry.calls > (before[op].calls if op in before else 0):
+            _reached[op] = entry.category

@@ -13,11 +13,14 @@ from typing import Any
 
 import torch
 
+from .. import state as _state
 from . import contracts
 from .backend import ensure_capture_callback, neuron_backend, register
 from .shape_log import shape_log
 
 _names: dict[str, int] = {}
+# names given to compiled callables: restart when compiled graphs are dropped
+_state.register("callable_names", _state.Globals(__name__, "_names"), reset="compiled")
 
 
 class GraphBreakError(RuntimeError):

@@ -14,6 +14,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import state as _state
 from .config import get_config
 from .ir import Graph
 from .schedule import Schedule
@@ -76,12 +77,19 @@ class Artifacts:
         with self.lock:
             return [b for b in self.bundles.values() if b.model_name == model_name]
 
+    def snapshot(self) -> list[str]:
+        """The graph names with a bundle, oldest first."""
+        with self.lock:
+            return list(self.bundles)
+
     def reset(self) -> None:
+        """Forget every bundle."""
         with self.lock:
             self.bundles.clear()
 
 
 artifacts = Artifacts()
+_state.register("artifacts", artifacts, reset="compiled")  # bundles of graphs held in memory
 
 
 def write_bundle(root: Path, b: Bundle) -> Path | None:

@@ -23,9 +23,10 @@ from typing import Any
 import torch
 import torch.fx
 
+from .. import state as _state
 from . import attention, cache, contracts, progress
 from .artifacts import Bundle, artifacts
-from .compile_log import compile_log, get_dynamo_metrics, reset_dynamo_metrics
+from .compile_log import LiveRecord, compile_log, get_dynamo_metrics, reset_dynamo_metrics
 from .executable import Executable
 from .ir import Graph
 from .lower import lift_constants, lower, user_source
@@ -44,6 +45,28 @@ _seen_failures: dict[Any, int] = {}
 _capture_started: list[float] = [0.0]
 _downcast_warned: set[str] = set()
 _COMPILE_ID = re.compile(r"^\[?[0-9/_]+\]?: ")
+
+
+class _CompiledGraphs(_state.Globals):
+    """The planned graphs held in memory (by cache key) and dynamo's compiled frames."""
+
+    def snapshot(self) -> int:  # type: ignore[override]
+        """How many planned graphs are held in memory."""
+        return len(_memory)
+
+    def reset(self) -> None:
+        """Drop dynamo's compiled frames and the planned graphs."""
+        torch._dynamo.reset()
+        super().reset()
+
+
+_state.register("compiled_graphs", _CompiledGraphs(__name__, "_memory"), reset="compiled")
+# graph-name counters restart, and dynamo's guard failures (emptied by torch._dynamo.reset) are read from the start
+_state.register(
+    "graph_names", _state.Globals(__name__, "_name_counts", "_seen_failures", "_capture_started"), reset="compiled"
+)
+_state.register("downcast_warnings", _state.Globals(__name__, "_downcast_warned"))  # warn again after a reset
+_state.register("neuron_backend", _state.Globals(__name__, "_registered"), reset=False)  # dynamo registration
 
 
 def _on_dynamo_start(_args: Any) -> None:
@@ -301,35 +324,26 @@ class _Capture:
             stage_us["capture"] = self.capture_us
             stage_us["aot"] = (t_start - self.t0) * 1e6
         specs = [signature_of(x) if isinstance(x, torch.Tensor) else repr(x) for x in example_inputs]
-        record: dict[str, Any] = {
-            "graph_id": "",
-            "graph_name": name,
-            "model_name": self.model,
-            "kind": kind,
-            "graph_node_count": self.node_count if first else sum(1 for x in gm.graph.nodes if x.op == "call_function"),
-            "has_collectives": False,
-            "timestamp": time.time(),
-            "input_signature": specs,
-            "stage_us": stage_us,
-            "compile_s": 0.0,
-            "cache_result": "miss",
-            "fused_kernels": 0,
-            "ir_node_count": 0,
-            "modeled_device_s": 0.0,
-            "modeled_peak_bytes": 0,
-            "requested_options": dict(self.opts.requested),
-            "effective_options": dict(self.opts.effective),
-            "graph_breaks": list(self.breaks) if first else [],
-            "recompile_reasons": list(self.reasons) if first else [],
-            "runs": 0,
-            "warm_s": 0.0,
-        }
+        record = LiveRecord(
+            graph_name=name,
+            model_name=self.model,
+            kind=kind,
+            graph_node_count=self.node_count if first else sum(1 for x in gm.graph.nodes if x.op == "call_function"),
+            timestamp=time.time(),
+            input_signature=specs,
+            stage_us=stage_us,
+            requested_options=dict(self.opts.requested),
+            effective_options=dict(self.opts.effective),
+            graph_breaks=list(self.breaks) if first else [],
+            recompile_reasons=list(self.reasons) if first else [],
+        )
         try:
             with gc_paused():  # a full collection of dynamo's objects can pause 0.5 s inside a tiny pass
                 exe = self._build(name, kind, gm, specs, record, stage_us)
         except Exception as exc:
-            record["error"] = f"{type(exc).__name__}: {exc}"
-            record["compile_s"] = sum(stage_us.values()) / 1e6
+            record.error = f"{type(exc).__name__}: {exc}"
+            record.compile_s = sum(stage_us.values()) / 1e6
+            record.fallback = self.opts.fallback_execution  # set before the log holds it
             compile_log.add(record)
             _emit("done", t_start, name)
             if not self.opts.fallback_execution:
@@ -342,35 +356,34 @@ class _Capture:
                 contracts.NeuronCompileFallbackWarning,
                 stacklevel=2,
             )
-            record["fallback"] = True
             from functorch.compile import make_boxed_func
 
             return make_boxed_func(gm.forward)
-        record["compile_s"] = sum(stage_us.values()) / 1e6
+        record.compile_s = sum(stage_us.values()) / 1e6
         compile_log.add(record)
         _emit("done", t_start, name)
         return exe
 
     def _build(
-        self, name: str, kind: str, gm: torch.fx.GraphModule, specs: list[str], record: dict[str, Any], st: dict
+        self, name: str, kind: str, gm: torch.fx.GraphModule, specs: list[str], record: LiveRecord, st: dict
     ) -> Executable:
         t = _perf()
         gm, constants = lift_constants(gm)
         specs = specs + [signature_of(c) for c in constants]
         aten_text = gm.graph.python_code("self").src  # no exec: cheaper than gm.code on a lazy module
         key = cache.make_key(aten_text, specs, self.opts.key_items())
-        record["graph_id"] = key
+        record.graph_id = key
         bundle = Bundle(name, self.model, kind, self.fx_text, aten_text, None)
         hit = _memory.get(key)
         if hit is not None:
-            record["cache_result"] = "memory hit"
+            record.cache_result = "memory hit"
             graph, schedule = hit
             graph = Graph(name, graph.inputs, graph.nodes, graph.outputs, graph.meta)
             bundle.note = "in-memory cache hit"
         else:
             loaded = cache.load(key)
             if loaded is not None:
-                record["cache_result"] = "disk hit"
+                record.cache_result = "disk hit"
                 graph = loaded[0]
                 graph = Graph(name, graph.inputs, graph.nodes, graph.outputs, graph.meta)
                 schedule = build_schedule(graph)
@@ -392,7 +405,7 @@ class _Capture:
         _emit("codegen", t, name)
         exe = Executable(graph, schedule, record, self.on_device, constants)
         st["codegen"] += (_perf() - t2) * 1e6
-        if record["cache_result"] == "miss":
+        if record.cache_result == "miss":
             t3 = _perf()
             _emit("cache write", t, name)
             cache.store(
@@ -406,11 +419,11 @@ class _Capture:
         bundle.final = graph
         bundle.schedule = schedule
         artifacts.add(bundle)
-        record["fused_kernels"] = schedule.fused_kernels
-        record["ir_node_count"] = len(graph.nodes)
-        record["modeled_device_s"] = schedule.device_s
-        record["modeled_peak_bytes"] = schedule.peak_bytes
-        record["modeled_eager_device_s"] = schedule.eager_device_s
+        record.fused_kernels = schedule.fused_kernels
+        record.ir_node_count = len(graph.nodes)
+        record.modeled_device_s = schedule.device_s
+        record.modeled_peak_bytes = schedule.peak_bytes
+        record.extra["modeled_eager_device_s"] = schedule.eager_device_s
         return exe
 
     def _warn_downcast(self, graph: Graph, name: str) -> None:

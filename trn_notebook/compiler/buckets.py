@@ -17,7 +17,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from .compile_log import compile_log
+from .compile_log import LiveRecord, compile_log
 from .shape_log import shape_log
 
 MAX_BUCKETS = 4096  # one compiled graph each; enough to model "one compile per length" on real length data
@@ -236,15 +236,15 @@ class BucketedCallable:
             self._note_compiles(next(iter(cuts.values()))[1], last)
         return _slice(out, cuts)
 
-    def _note_compiles(self, bucket: int, last: dict[str, Any] | None) -> None:
+    def _note_compiles(self, bucket: int, last: LiveRecord | None) -> None:
         """Remember the graphs this call compiled (or loaded) for ``bucket``: the tuner reads their schedules."""
         new = []
         for r in reversed(compile_log.records):
             if r is last:
                 break
-            if r.get("model_name") == self.name and "error" not in r:
+            if r.model_name == self.name and r.error is None:
                 keep = ("kind", "modeled_device_s", "compile_s", "cache_result", "graph_name")
-                new.append({k: r.get(k) for k in keep})
+                new.append({k: getattr(r, k) for k in keep})
         if new:
             self.compiled_buckets[bucket] = list(reversed(new))
 

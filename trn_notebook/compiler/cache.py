@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 
+from .. import state as _state
 from . import trust
 from .config import get_config
 from .ir import Graph
@@ -50,6 +51,7 @@ COMPILER_VERSION = f"trn-notebook-neuron-0.1.0+{_source_digest()}"
 KEY_RE = re.compile(r"[0-9a-f]{32}")
 _TMP_RE = re.compile(r"\.[0-9a-f]{32}\.(?:json|ir)\.[A-Za-z0-9_]+\.tmp")
 _reported: set[str] = set()
+_state.register("cache_warnings", _state.Globals(__name__, "_reported"))  # warn again after a reset
 
 
 class CacheCorruptWarning(UserWarning):

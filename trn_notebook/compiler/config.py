@@ -18,6 +18,8 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from .. import state as _state
+
 
 def _flag(env: dict[str, str], name: str, default: bool) -> bool:
     value = env.get(name)
@@ -52,6 +54,7 @@ class CompilerConfig:
 
 
 _current = CompilerConfig.from_env()
+_state.register("compiler_config", _state.Globals(__name__, "_current"), reset=False)  # settings survive
 
 
 def get_config() -> CompilerConfig:

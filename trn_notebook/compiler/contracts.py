@@ -14,12 +14,14 @@ from typing import Any
 
 import torch
 
+from .. import state as _state
 from .config import get_config
 
 IMPLEMENTED_OPTIONS: dict[str, type] = {"model_name": str, "fallback_execution": bool}
 EFFECTIVE = "effective"
 NO_EFFECT = "accepted, no effect"
 _warned_modes: set[str] = set()
+_state.register("mode_warnings", _state.Globals(__name__, "_warned_modes"))  # warn again after a reset
 
 
 class NeuronCompileError(RuntimeError):

@@ -20,7 +20,7 @@ from ..device.clocks import clocks
 from ..device.placement import placement_log
 from ..device.runtime import allocator, host_view, wrap
 from .codegen import Program
-from .compile_log import compile_log
+from .compile_log import LiveRecord, compile_log
 from .ir import Graph
 from .schedule import Schedule
 
@@ -34,7 +34,7 @@ class Executable:
         self,
         graph: Graph,
         schedule: Schedule,
-        record: dict[str, Any],
+        record: LiveRecord,
         on_device: bool,
         constants: list[torch.Tensor] | None = None,
     ) -> None:
@@ -44,7 +44,7 @@ class Executable:
         self.program = Program(graph)
         self.record = record
         self.on_device = on_device
-        self.launch_name = f"graph:{record['graph_name']}"
+        self.launch_name = f"graph:{record.graph_name}"
         self.constants = list(constants or ())  # lifted get_attr tensors: the graph's trailing inputs
         self.device_s = schedule.device_s
         self.host_s = costmodel.get_cost_constants().eager_host_dispatch_s
@@ -86,7 +86,4 @@ class Executable:
         return result
 
     def _count(self, wall: float) -> None:
-        rec = self.record
-        rec["runs"] += 1
-        rec["warm_s"] = wall
-        compile_log.touch()
+        compile_log.record_run(self.record, wall)

@@ -11,6 +11,8 @@ import logging
 import threading
 from collections.abc import Callable
 
+from .. import state as _state
+
 log = logging.getLogger("trn_notebook.compiler")
 
 Listener = Callable[[str, float, str], None]
@@ -18,6 +20,7 @@ STAGES = ("capture", "forward/backward", "lower", "passes", "codegen", "cache wr
 
 _lock = threading.Lock()
 _listeners: list[Listener] = []
+_state.register("progress_listeners", _state.Globals(__name__, "_listeners"), reset=False)  # subscriptions
 
 
 def add_listener(fn: Listener) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from .. import state as _state
 from .ir import DTYPE_NAMES
 
 
@@ -109,6 +110,7 @@ class ShapeLog:
 
 
 shape_log = ShapeLog()
+_state.register("shape_log", shape_log)
 
 
 def snapshot() -> dict[str, ShapeEntry]:

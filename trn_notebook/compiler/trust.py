@@ -24,6 +24,7 @@ from hashlib import sha256
 from pathlib import Path
 from typing import Any
 
+from .. import state as _state
 from .config import get_config
 
 MARKER = ".trn-notebook-cache"
@@ -123,6 +124,7 @@ def key_path() -> Path:
 
 
 _keys: dict[Path, bytes] = {}
+_state.register("cache_keys", _state.Globals(__name__, "_keys"), reset=False)  # the user's HMAC key, read once
 
 
 def user_key() -> bytes:

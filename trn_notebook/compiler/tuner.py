@@ -27,6 +27,7 @@ import numpy as np
 
 from ..device import costmodel
 from .buckets import MAX_BUCKETS, BucketPolicy
+from .compile_log import CompileSummary
 
 COMPILE_S_PER_GRAPH = 150.0
 PER_POSITION_S = 20e-6  # modeled device time per padded position of a small transformer block (assumption)
@@ -155,11 +156,7 @@ def _cold_compile(
     """Seconds to compile the used buckets' graphs from cold, and where the figure comes from."""
     if compile_s is not None:
         return len(used) * compile_s, f"given: {compile_s:g} s per graph"
-    misses = {
-        b: sum(float(g["compile_s"] or 0.0) for g in graphs if g.get("cache_result") == "miss")
-        for b, graphs in facts.items()
-        if any(g.get("cache_result") == "miss" for g in graphs)
-    }
+    misses = {b: s.miss_compile_s for b, graphs in facts.items() if (s := CompileSummary.of(graphs)).misses}
     if not misses:
         return len(used) * COMPILE_S_PER_GRAPH, (
             f"estimate: {COMPILE_S_PER_GRAPH:g} s per graph (real hardware, torchneuron.md; nothing compiled from "

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from . import cache
-from .compile_log import compile_log
+from .compile_log import CompileSummary, compile_log
 
 if TYPE_CHECKING:
     from .buckets import BucketedCallable
@@ -124,19 +124,17 @@ def warmup(bc: BucketedCallable, *args: Any, progress: bool = True, **kwargs: An
         if bar is not None:
             bar.update(i + 1, f"bucket {b} ({i + 1}/{len(sizes)})")
     seconds = time.perf_counter() - t0
-    records = [r for r in compile_log.snapshot() if r["model_name"] == bc.name and r["timestamp"] >= started]
-    results: dict[str, int] = {}
-    for r in records:
-        results[r["cache_result"]] = results.get(r["cache_result"], 0) + 1
-    keys = {r["graph_id"] for r in records}
+    records = [r for r in compile_log.snapshot() if r.model_name == bc.name and r.timestamp >= started]
+    summary = CompileSummary.of(records)
+    keys = {r.graph_id for r in records}
     cache_bytes = sum(e["bytes"] for e in cache.cache_entries() if e["key"] in keys)
     return WarmupSummary(
         name=bc.name,
         policy=str(bc.policy),
         buckets=tuple(sizes),
         graphs=len(records),
-        results=results,
-        compile_s=sum(float(r["compile_s"]) for r in records),
+        results=summary.by_result,
+        compile_s=summary.compile_s,
         seconds=seconds,
         cache_bytes=cache_bytes,
     )

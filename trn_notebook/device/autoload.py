@@ -12,6 +12,8 @@ import logging
 import os
 import sys
 
+from .. import state as _state
+
 log = logging.getLogger("trn_notebook.device")
 
 
@@ -23,6 +25,7 @@ def real_backend_present() -> bool:
 
 
 _said_stand_down = False
+_state.register("autoload", _state.Globals(__name__, "_said_stand_down"), reset=False)  # once per process
 
 
 def autoload(explicit: bool = False) -> bool:

@@ -18,6 +18,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import state as _state
+
 TIMELINE_CAPACITY = 20_000
 
 Observer = Callable[[str, str, float, float, float, Any], None]
@@ -248,3 +250,4 @@ class Clocks:
 
 
 clocks = Clocks()
+_state.register("clocks", clocks)

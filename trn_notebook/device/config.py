@@ -30,6 +30,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TypeVar
 
+from .. import state as _state
+
 T = TypeVar("T")
 
 
@@ -117,6 +119,7 @@ class DeviceConfig:
 
 
 _current = DeviceConfig.from_env()
+_state.register("device_config", _state.Globals(__name__, "_current"), reset=False)  # settings survive
 
 
 def get_config() -> DeviceConfig:

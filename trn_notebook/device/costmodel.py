@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .. import state as _state
 from .chips import ChipSpec
 from .config import replace_fields
 from .policy import policy
@@ -89,6 +90,8 @@ def roofline_seconds(chip: ChipSpec, flops: float, nbytes: float, dtype: torch.d
 
 _rates: dict[torch.dtype, tuple[float, float]] = {}
 _rates_of: list[object] = [None, None]  # the chip and constants the cached rates were computed for
+# the cost constants in force (set_cost_constants) and rates cached from them: survive a reset
+_state.register("cost_constants", _state.Globals(__name__, "_constants", "_rates", "_rates_of"), reset=False)
 
 
 def roofline_rates(chip: ChipSpec, dtype: torch.dtype) -> tuple[float, float]:

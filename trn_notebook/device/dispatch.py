@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from .. import state as _state
 from . import config as _config
 from . import costmodel
 from .accelerator_ops import no_cpu_kernel_error
@@ -93,11 +94,7 @@ class _OpInfo:
 
 
 _infos: dict[Any, _OpInfo] = {}
-
-
-def reset_warnings() -> None:
-    """Show each op's fallback warning again on its next fallback."""
-    _warned.clear()
+_state.register("dispatch", _state.Globals(__name__, "_warned", "_infos", "flags"))  # fallbacks warn again
 
 
 def op_info(op: torch._ops.OpOverload) -> _OpInfo:

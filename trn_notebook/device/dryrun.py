@@ -21,6 +21,7 @@ from typing import Any
 import torch
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
+from .. import state as _state
 from .allocator import MemorySnapshot
 from .clocks import ClockSnapshot, ClockState, clocks
 from .dry_dispatch import DryMode, Finding
@@ -166,4 +167,4 @@ class _DryRuns:
         self.last = None
 
 
-dry_runs = _DryRuns()
+dry_runs = _state.register("dry_runs", _DryRuns())

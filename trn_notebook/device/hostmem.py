@@ -14,6 +14,8 @@ from __future__ import annotations
 import os
 import time
 
+from .. import state as _state
+
 MiB = 1 << 20
 RESERVE = 512 * MiB  # left to Python, the notebook and the OS when the simulated device is refused
 PROBE_EVERY_S = 0.05
@@ -86,3 +88,4 @@ class HostGuard:
 
 
 guard = HostGuard()
+_state.register("host_guard", _state.Globals(__name__, "guard"), reset=False)  # a probe cache

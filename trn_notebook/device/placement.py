@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from .. import state as _state
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -48,10 +50,6 @@ class PlacementEntry:
     def bytes_moved(self) -> int:
         """Bytes copied host->device plus device->host."""
         return self.h2d + self.d2h
-
-    def __getitem__(self, index: int) -> Any:
-        """Tuple-style access (``entry[CALLS]``) for readers written before the entry was typed."""
-        return (self.category, self.calls, self.host_s, self.device_s, self.h2d, self.d2h, self.source)[index]
 
     def minus(self, before: PlacementEntry) -> PlacementEntry:
         """The counters accumulated since ``before`` (same op)."""
@@ -220,3 +218,4 @@ def diff_snapshots(before: Mapping[str, PlacementEntry], after: PlacementSnapsho
 
 
 placement_log = PlacementLog()
+_state.register("placement_log", placement_log)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from .. import state as _state
 from .op_table import RECORDS
 from .registry import CATEGORIES, NATIVE_DTYPES, REJECTED_DTYPES, Category, OpRecord, OpRegistry, base_name
 
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
 OpRule = OpRecord  # the record answers what the rule used to: .category and .reason
 
 policy = OpRegistry(RECORDS)
+_state.register("policy", policy, reset="op_overrides")
 registry = policy
 
 

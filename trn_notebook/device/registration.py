@@ -11,11 +11,15 @@ from typing import Any
 
 import torch
 
+from .. import state as _state
+
 log = logging.getLogger("trn_notebook.device")
 
 _lock = threading.Lock()
 _registered = False
 _libs: list[torch.library.Library] = []
+# torch.library registrations live as long as the process (torch cannot unregister them)
+_state.register("device_registration", _state.Globals(__name__, "_registered", "_libs"), reset=False)
 
 # Every private torch API the device relies on; the self-test checks each one exists.
 PRIVATE_APIS = (

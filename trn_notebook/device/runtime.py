@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from .. import state as _state
 from . import config as _config
 from .allocator import Block, CachingAllocator
 from .chips import ChipSpec, get_chip_spec, with_cores
@@ -41,6 +42,9 @@ class _State:
 
 state = _State()
 allocator = CachingAllocator(_config.get_config().hbm_bytes or state.chip.device_hbm_bytes)
+_state.register("allocator", allocator)
+# live storages (a reset keeps live tensors), the device settings (chip, device index) and the lock
+_state.register("device_runtime", _state.Globals(__name__, "_owners", "state"), reset=False)
 
 
 def set_chip(name: str = "trn2", *, cores: int | None = None, hbm_bytes: int | None = None) -> ChipSpec:

@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from .. import state as _state
 from .clocks import clocks
 
 
@@ -111,6 +112,8 @@ class Event:
 
 _default = Stream()
 _local = threading.local()
+# the default stream and each thread's current stream: a reset keeps streams (the clocks restart)
+_state.register("streams", _state.Globals(__name__, "_default", "_local"), reset=False)
 
 
 def default_stream(device: Any = None) -> Stream:

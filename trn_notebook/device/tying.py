@@ -26,9 +26,13 @@ from typing import Any
 import torch
 from torch import nn
 
+from .. import state as _state
+
 _DENSE = ("cpu", "neuron")
 _local = threading.local()
 _original_apply: Any = None
+# the patched nn.Module._apply and its per-thread guard: installed once per process
+_state.register("weight_tying", _state.Globals(__name__, "_local", "_original_apply"), reset=False)
 
 
 def _needs_restore(old: torch.Tensor, new: torch.Tensor) -> bool:

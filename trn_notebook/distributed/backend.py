@@ -19,6 +19,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from .. import state as _state
 from ..device.clocks import clocks
 from ..device.registration import is_registered
 from ..device.runtime import host_view
@@ -183,6 +184,8 @@ def _step_waits_for_collectives(optimizer: Any, args: Any, kwargs: Any) -> None:
 
 
 _hooked = False
+# the c10d backend and its torch.library ops: registered once per process
+_state.register("c10d_backend", _state.Globals(__name__, "_registered", "_lib", "_extra_libs", "_hooked"), reset=False)
 
 
 def _hook_optimizer_steps() -> None:

@@ -37,6 +37,8 @@ import math
 import threading
 from dataclasses import dataclass
 
+from .. import state as _state
+
 MB = 1_000_000
 
 
@@ -64,6 +66,7 @@ class CommConstants:
 
 _lock = threading.Lock()
 _constants = CommConstants()
+_state.register("comm_constants", _state.Globals(__name__, "_constants"), reset=False)  # settings
 
 FABRICS = ("intra_chip", "neuronlink", "efa")
 ALGORITHMS = ("ring", "mesh", "rdh")

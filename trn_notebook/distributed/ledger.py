@@ -7,6 +7,7 @@ from collections import deque
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from .. import state as _state
 from ..device.clocks import clocks
 
 CAPACITY = 10_000
@@ -110,3 +111,4 @@ def exposed_comm(since_s: float = 0.0) -> tuple[float, float]:
 
 
 comm_log = CommLog()
+_state.register("comm_log", comm_log)

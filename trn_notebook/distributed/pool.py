@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, Listener, wait
 from typing import Any
 
+from .. import state as _state
 from .launch import RankError, RanksTimeout, free_port
 
 CELL_FILE = "<%%trn ranks cell>"
@@ -63,13 +64,13 @@ class _Stream:
 def _figures(before: Any, placed_before: Any, t0_s: float, wall_s: float, rank: int) -> dict[str, Any]:
     import torch
 
+    from ..backends.simulator import placement_of
     from ..device.clocks import clocks
-    from ..device.placement import diff_snapshots, placement_log
+    from ..device.placement import placement_log
     from .ledger import comm_log, exposed_comm
 
-    calls: dict[str, int] = {}
-    for entry in diff_snapshots(placed_before, placement_log.snapshot()).values():
-        calls[entry[0]] = calls.get(entry[0], 0) + entry[1]
+    # the project's one aggregation: host-only view ops are neither native calls nor CPU fallbacks
+    calls = placement_of(placement_log.snapshot().since(placed_before)).calls_by_category
 
     after = clocks.snapshot()
     comm_s, exposed_s = exposed_comm(t0_s)
@@ -78,7 +79,7 @@ def _figures(before: Any, placed_before: Any, t0_s: float, wall_s: float, rank: 
         "rank": rank,
         "device": f"neuron:{torch.neuron.current_device()}",
         "native_calls": calls.get("native", 0),
-        "fallback_calls": sum(n for category, n in calls.items() if category != "native"),
+        "fallback_calls": calls.get("cpu_fallback", 0),
         "pid": os.getpid(),
         "wall_s": wall_s,
         "device_s": float(after["sim_device_s"]) - float(before["sim_device_s"]),
@@ -392,6 +393,9 @@ class RankPool:
 
 
 _pools: dict[int, RankPool] = {}
+_state.register(
+    "rank_pools", _state.Globals(__name__, "_pools"), reset=False
+)  # live rank processes: shutdown() ends them
 
 
 def get_pool(world_size: int, **kwargs: Any) -> tuple[RankPool, bool]:

@@ -14,6 +14,7 @@ from typing import NoReturn
 
 from IPython.core.error import UsageError
 
+from .. import state as _state
 from ..device.chips import CHIPS as CHIP_SPECS
 from ..presentation import EXPLAIN_STAGES
 
@@ -135,6 +136,7 @@ def build_parser() -> Parser:
 
 
 _parser: Parser | None = None
+_state.register("magic_parser", _state.Globals(__name__, "_parser"), reset=False)  # built once
 
 
 def parser() -> Parser:

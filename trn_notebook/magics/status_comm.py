@@ -22,6 +22,7 @@ import comm
 from comm.base_comm import BaseComm
 from IPython.core.interactiveshell import InteractiveShell
 
+from .. import state as _state
 from ..session.events import cell_finished
 
 __all__ = [
@@ -141,6 +142,7 @@ class StatusComm:
 
 
 _registered: weakref.WeakKeyDictionary[InteractiveShell, StatusComm] = weakref.WeakKeyDictionary()
+_state.register("status_comms", _state.Globals(__name__, "_registered"), reset=False)  # one comm per shell
 
 
 def register(shell: InteractiveShell, payload_fn: PayloadFn) -> StatusComm:

@@ -180,18 +180,17 @@ def _compile_records() -> list[dict[str, Any]]:
 def _startup(records: list[dict[str, Any]]) -> dict[str, Any] | None:
     if not records:
         return None
-    known = any("cache_result" in r for r in records)  # TorchNeuron's metrics do not say hit or miss
-    cold = [r for r in records if r.get("cache_result") == "miss"] if known else records
-    disk = [r for r in records if r.get("cache_result") == "disk hit"]
-    mem = [r for r in records if r.get("cache_result") == "memory hit"]
+    s = backends.current().compile_summary()  # TorchNeuron's metrics do not say hit or miss: None
     warm = [r["warm_s"] for r in records if r.get("warm_s")]
     return {
         "graphs": len(records),
         # None when every graph came from a cache: a cold compile did not happen here, so it is not 0 s
-        "cold_compile_s": sum(float(r.get("compile_s") or 0.0) for r in cold) if cold else None,
-        "disk_hit_compile_s": sum(float(r.get("compile_s") or 0.0) for r in disk),
-        "cache": f"{len(cold)} miss, {len(disk)} disk hit, {len(mem)} memory hit"
-        if known
+        "cold_compile_s": (s.miss_compile_s if s.misses else None)
+        if s is not None
+        else sum(float(r.get("compile_s") or 0.0) for r in records),
+        "disk_hit_compile_s": s.disk_hit_compile_s if s is not None else 0.0,
+        "cache": f"{s.misses} miss, {s.disk_hits} disk hit, {s.memory_hits} memory hit"
+        if s is not None
         else f"cache hits {NA} (the backend's metrics do not say)",
         "warm_call_s": statistics.median(warm) if warm else None,
         "wall_label": "simulator on this host" if backends.current().is_simulator else "Trainium hardware",

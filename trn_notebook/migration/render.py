@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 
+from .. import state as _state
 from ..results import Result, Table, fmt_bytes, fmt_s
 from .evidence import NOT_MEASURED, Evidence, collect_evidence
 
@@ -21,6 +22,7 @@ def md_escape(text: str) -> str:
 
 
 _last: list[MigrationReport] = []  # the last report measured with a model (shown by %trn report)
+_state.register("last_report", _state.Globals(__name__, "_last"))
 
 
 def _ms(seconds: float | None) -> str:

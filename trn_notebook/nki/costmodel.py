@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 
+from .. import state as _state
 from ..device.chips import get_chip_spec
 from ..device.config import replace_fields
 
@@ -124,6 +125,7 @@ class KernelCostConstants:
 
 
 _constants = KernelCostConstants()
+_state.register("nki_cost_constants", _state.Globals(__name__, "_constants"), reset=False)  # settings
 
 
 def get_kernel_cost_constants() -> KernelCostConstants:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .. import state as _state
 from .costmodel import CoreSpec, Scheduler
 from .errors import NkiCapacityError, NkiError, describe, fail, kernel_line
 from .tensor import ON_CHIP, SUPPORTED_DTYPES, MemoryRegion, NkiTensor, Storage, psum, sbuf, sentinel
@@ -45,6 +46,7 @@ class TileSize:
 
 
 _local = threading.local()
+_state.register("nki_simulator", _state.Globals(__name__, "_local"), reset=False)  # per-thread kernel context
 
 
 def current() -> SimContext:

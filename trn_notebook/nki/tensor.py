@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from .. import state as _state
 from .errors import fail
 
 # -- dtypes: NKI names -> torch dtypes (NKI 0.6.0 / Neuron SDK 2.32 nki.language) ----------------
@@ -74,6 +75,7 @@ def sentinel(dtype: torch.dtype) -> float | int | bool:
 
 
 _ids = itertools.count(1)
+_state.register("nki_tensor_ids", _state.Globals(__name__, "_ids"), reset=False)  # ids stay unique
 
 
 class Storage:

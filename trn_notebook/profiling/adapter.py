@@ -25,6 +25,7 @@ from typing import Any
 import torch
 import torch.autograd.profiler as _ap
 
+from .. import state as _state
 from ..device.autoload import real_backend_present
 from .kineto import TRACE_SEPARATORS
 from .link import link, simulator_kernels
@@ -34,6 +35,9 @@ from .recorder import TID, WALL_NS, Session, recorder
 log = logging.getLogger("trn_notebook.profiling")
 
 _originals: dict[str, Any] = {}
+_state.register(
+    "profiler_patches", _state.Globals(__name__, "_originals"), reset=False
+)  # torch.profiler methods we wrap
 _METHODS = ("_start_trace", "__exit__", "_ensure_function_events", "export_chrome_trace")
 
 

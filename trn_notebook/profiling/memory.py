@@ -20,6 +20,7 @@ from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .. import state as _state
 from ..device.placement import _SKIP_DIRS
 from ..device.runtime import allocator
 from .recorder import _format_source
@@ -76,6 +77,7 @@ class _History:
 
 
 history = _History()
+_state.register("memory_history", history)
 
 
 OWNERS = ("parameters", "gradients", "optimizer state", "activations", "workspace")

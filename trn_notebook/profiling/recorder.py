@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import state as _state
 from ..device.clocks import clocks
 from ..device.placement import placement_log
 from ..device.runtime import allocator, state
@@ -89,6 +90,19 @@ class Recorder:
         session.stop_perf_ns = _perf_ns()
         _add_compiles(session)
         return session
+
+    def snapshot(self) -> int:
+        """Events held by the open session (0 when not recording)."""
+        with self.lock:
+            return len(self.session.records) if self.session is not None else 0
+
+    def reset(self) -> None:
+        """Drop the open session's events so far (recording, if on, continues from now)."""
+        with self.lock:
+            if self.session is not None:
+                self.session.records.clear()
+                self.session.compiles.clear()
+                self.session.dropped = 0
 
     def observe(self, kind: str, name: str, start: float, dur: float, host: float, detail: Any) -> None:
         """Clock observer: one record per simulator event (called with the clocks' lock held)."""
@@ -167,14 +181,13 @@ def _add_compiles(session: Session) -> None:
     start_unix = (session.start_perf_ns + session.wall_offset_ns) / 1e9
     stop_unix = (_perf_ns() + session.wall_offset_ns) / 1e9
     for rec in log.compile_log.snapshot():
-        stages = rec.get("stage_us") or {}
+        stages = rec.stage_us
         # the record is stamped after capture and AOT tracing: its compile started that much earlier
-        ts = float(rec.get("timestamp", 0.0)) - (stages.get("capture", 0.0) + stages.get("aot", 0.0)) / 1e6
+        ts = rec.timestamp - (stages.get("capture", 0.0) + stages.get("aot", 0.0)) / 1e6
         if start_unix <= ts <= stop_unix:
             t_perf = int(ts * 1e9) - session.wall_offset_ns
-            session.compiles.append(
-                (t_perf, float(rec.get("compile_s", 0.0)), str(rec.get("graph_name", "")), str(rec.get("cache_result")))
-            )
+            session.compiles.append((t_perf, rec.compile_s, rec.graph_name, rec.cache_result))
 
 
 recorder = Recorder()
+_state.register("profiler_recorder", recorder)

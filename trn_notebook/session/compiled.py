@@ -15,15 +15,19 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from .. import backends
+from .. import state as _state
 from ..backends.base import NA, NOT_MEASURED
 from ..presentation import COMPILE_STAGE_LABELS
 from ..results import Card, Result, Table, fmt_s
 from .cellfunc import VALUE_NAME, CellFunction, rewrite_cell
+
+if TYPE_CHECKING:
+    from ..compiler.compile_log import CompileSummary
 
 ProgressFn = Callable[[str, float, str], None]
 SourceFn = Callable[[str], str]
@@ -48,6 +52,7 @@ class CompiledCell:
 
 _cache: dict[tuple[Any, ...], CompiledCell] = {}
 _by_name: dict[str, CompiledCell] = {}
+_state.register("compiled_cells", _state.Globals(__name__, "_cache", "_by_name"), reset="compiled")
 
 
 def compiled_cells() -> dict[str, CompiledCell]:
@@ -97,21 +102,28 @@ class CompileReport(Result):
         """``"reused"`` when nothing was compiled, else the compile log's results (``"miss"``, ``"disk hit"``)."""
         if not self.entries:
             return "reused (in-memory hit: no new graph)"
-        counts: dict[str, int] = {}
-        for e in self.entries:
-            counts[str(e.get("cache_result", NA))] = counts.get(str(e.get("cache_result", NA)), 0) + 1
+        summary = self.summary
+        counts: dict[str, int] = {**summary.by_result, **({NA: summary.unknown} if summary.unknown else {})}
         return ", ".join(f"{k} ×{v}" for k, v in counts.items())
+
+    @property
+    def summary(self) -> CompileSummary:
+        """Cache results and compile seconds of the graphs this run compiled (the compile log's one rule)."""
+        from ..compiler.compile_log import CompileSummary
+
+        return CompileSummary.of(self.entries)
 
     def compile_text(self) -> str:
         """Total compile time and what it was spent on (a cache hit skips lowering and passes, not tracing)."""
-        total = sum(float(e.get("compile_s") or 0.0) for e in self.entries)
+        total = self.summary.compile_s
         stages: dict[str, float] = {}
         for e in self.entries:
             for k, us in (e.get("stage_us") or {}).items():
                 stages[k] = stages.get(k, 0.0) + float(us) / 1e6
         shown = [f"{STAGE_LABELS.get(k, k)} {fmt_s(v)}" for k, v in stages.items() if v > 0]
-        hit = any("hit" in str(e.get("cache_result", "")) for e in self.entries)
-        why = "; a cache hit skips lowering and passes, but dynamo must still trace the code" if hit else ""
+        why = (
+            "; a cache hit skips lowering and passes, but dynamo must still trace the code" if self.summary.hits else ""
+        )
         return fmt_s(total) + (f" ({' · '.join(shown)}{why})" if shown else "")
 
     def parts(self) -> list[Result]:

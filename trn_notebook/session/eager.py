@@ -20,6 +20,7 @@ from types import TracebackType
 import torch
 
 from .. import backends
+from .. import state as _state
 from ..backends.base import OpPlacement, Placement
 from ..backends.simulator import placement_of
 from ..device.clocks import clocks
@@ -30,6 +31,7 @@ from ..results import Card, Result, Table, fmt_bytes, fmt_s
 from .eager_hw import HardwareEagerReport, HardwareEagerWindow
 
 _window_ids = itertools.count(1)
+_state.register("eager_windows", _state.Globals(__name__, "_window_ids"), reset=False)  # ids stay unique
 TOP_FALLBACKS = 10
 
 

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .. import state as _state
 from ..status import state_snapshot
 
 log = logging.getLogger(__name__)
@@ -70,6 +71,14 @@ class CellEvents:
         with self._lock:
             return sum(1 for r in self._subs if r() is not None)
 
+    def snapshot(self) -> CellFinished | None:
+        """The last event emitted (None before the first cell or after a reset)."""
+        return self.last
+
+    def reset(self) -> None:
+        """Forget the last event (subscribers and the IPython hook stay)."""
+        self.last = None
+
     def emit(self, *_args: object) -> CellFinished:
         """Compute the state once and hand it to every live subscriber (the ``post_run_cell`` hook)."""
         try:
@@ -120,3 +129,4 @@ class CellEvents:
 
 
 cell_finished = CellEvents()
+_state.register("cell_events", cell_finished)  # a reset forgets the last event; subscriptions stay

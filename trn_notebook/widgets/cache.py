@@ -80,11 +80,10 @@ def graph_row(entry: dict[str, Any]) -> GraphRow:
     )
 
 
-def totals_of(rows: list[GraphRow]) -> dict[str, Any]:
-    """Cold (compile) vs warm totals and cache results over the rows."""
-    results: dict[str, int] = {}
-    for r in rows:
-        results[r["cache_result"]] = results.get(r["cache_result"], 0) + 1
+def totals_of(rows: list[GraphRow], summary: Any = None) -> dict[str, Any]:
+    """Cold (compile) vs warm totals over the rows; cache results from the backend's one compile summary
+    (``Backend.compile_summary()``; None: the records do not say, shown as n/a)."""
+    results: dict[str, int] = summary.by_result if summary is not None else ({NA: len(rows)} if rows else {})
     return {
         "graphs": len(rows),
         "cold_s": sum(r["compile_s"] for r in rows),
@@ -119,7 +118,7 @@ class CacheView(TrnWidget):
         self._rows = [graph_row(e) for e in backend.compile_records()]
         with self.hold_sync():
             self.graphs = list(self._rows)
-            self.totals = totals_of(self._rows)
+            self.totals = totals_of(self._rows, backend.compile_summary())
             self.simulated = backend.is_simulator
             self.cache_dir = str(_compiler().cache.cache_dir() if backend.is_simulator else backend.cache_dir() or NA)
             self.disk_entries = len(backend.cache_entries())

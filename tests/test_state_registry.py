@@ -1,0 +1,196 @@
+"""Every module-level mutable global of the package has one owner registered with ``trn_notebook.state``.
+
+The scan is static (AST, nothing imported): a module-level assignment of a container (dict, list, set,
+deque, Counter, defaultdict, weak containers, ``threading.local``, ``itertools.count``, displays and
+comprehensions) or of a class instance, and every name a function rebinds with ``global``, must be
+either held by a ``state.register(...)`` call of the same module (the owner itself, or a
+``state.Globals(__name__, "name", ...)``) or listed in :data:`CONSTANTS` below with why it never changes.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import gc
+import re
+from pathlib import Path
+
+import trn_notebook
+
+PACKAGE = Path(trn_notebook.__file__).parent
+CONTAINER_CALLS = {
+    "dict", "list", "set", "bytearray", "deque", "defaultdict", "Counter", "OrderedDict",
+    "WeakKeyDictionary", "WeakValueDictionary", "WeakSet", "local", "count",
+}  # fmt: skip
+GLOBAL_STATEMENT = re.compile(r"^[ \t]+global ([\w, ]+)$", re.M)
+NOT_STATE_CALLS = {"Lock", "RLock", "TypeVar", "ParamSpec"}  # synchronisation and typing, hold no facts
+
+# Module-level objects that are never mutated after import: tables of facts, lookups built once.
+# Each entry says what it is; anything that changes at run time belongs to a registered owner instead.
+CONSTANTS: dict[str, str] = {
+    "backends/torchneuron.py:_STAT_KEYS": "TorchNeuron memory_stats() key names, a fixed table",
+    "compat/sweep.py:DTYPE_NAMES": "dtype -> display name, a fixed table",
+    "compat/table.py:COLUMNS": "the compatibility table's column names",
+    "compiler/contracts.py:IMPLEMENTED_OPTIONS": "the compiler options we implement, a fixed table",
+    "compiler/decompositions.py:DECOMPOSITIONS": "decomposition rules, filled by decorators at import",
+    "compiler/ir.py:DTYPES": "IR dtype table",
+    "compiler/ir.py:DTYPE_NAMES": "inverse of DTYPES, built at import",
+    "compiler/ops.py:OPS": "IR ops built once from the op registry at import",
+    "compiler/ops.py:LOWERINGS": "ATen -> IR lowerings built once from the op registry at import",
+    "compiler/passes.py:_DOWNCAST": "64 -> 32-bit dtype map",
+    "device/autocast.py:_KEY": "the Autocast dispatch key set",
+    "device/chips.py:CHIPS": "chip specifications (each figure names its source)",
+    "device/config.py:_UNITS": "byte-size unit suffixes",
+    "device/runtime.py:_CPU_KEYSET": "the CPU dispatch key set",
+    "distributed/backend.py:_OPS": "collective name -> c10d op table",
+    "magics/parser.py:_TIMEIT_VALUED": "%trn timeit options that take a value",
+    "nki/bridge.py:_TYPES": "dtype map between torch and NKI",
+    "nki/costmodel.py:CORES": "NeuronCore engine figures (sourced in the module)",
+    "nki/instr_common.py:_LANES": "engine -> lane table",
+    "nki/kernels_tutorial.py:TUTORIAL_KERNELS": "the tutorial kernels by name",
+    "nki/kernels_tutorial.py:TUTORIAL_MS": "published tutorial timings (sourced in the module)",
+    "nki/kernels_tutorial.py:MAMBA_V1_MS": "published tutorial timings (sourced in the module)",
+    "nki/language.py:tile_size": "read-only proxy of the current chip's tile sizes",
+    "nki/ops.py:BINARY": "binary op table built at import",
+    "nki/ops.py:UNARY": "unary op table built at import",
+    "nki/report.py:_COLORS": "engine colours of the kernel report",
+    "portcheck.py:RULES": "port-check rules",
+    "portcheck.py:ENV_RULES": "port-check rules for environment variables",
+    "portcheck.py:MAGIC_RULES": "port-check rules for magics",
+    "presentation.py:EXPLAIN_STAGES": "stage names of %trn explain",
+    "presentation.py:COMPILE_STAGE_LABELS": "stage labels of the compile report",
+    "profiling/merge.py:LANES": "profiler lane declarations",
+    "state.py:_TYPED": "owner name -> State field, a fixed table",
+    "state.py:_registry": "not a constant: the registry of owners itself (holds every owner, never reset)",
+    "widgets/_html.py:CATEGORY_COLOURS": "placement category colours",
+    "widgets/timeline.py:LANE_ORDER": "timeline lane order",
+    "zoo/specs.py:_DEC": "model-zoo config fragments",
+    "zoo/specs.py:_HEADS": "model-zoo config fragments",
+    "zoo/specs.py:_GQA": "model-zoo config fragments",
+    "zoo/specs.py:_ENC": "model-zoo config fragments",
+    "zoo/specs.py:_VIT": "model-zoo config fragments",
+    "zoo/stages.py:STAGE_TITLES": "zoo stage titles",
+    "zoo/stages.py:TOLERANCES": "zoo comparison tolerances (per dtype)",
+    "zoo/table.py:EXPLANATIONS": "zoo table explanations",
+    "zoo/table.py:_MARK": "zoo table marks",
+}
+
+
+def _callee(call: ast.Call) -> str:
+    f = call.func
+    return f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+
+
+def _is_mutable(value: ast.expr) -> bool:
+    if isinstance(value, ast.Dict | ast.List | ast.Set | ast.DictComp | ast.ListComp | ast.SetComp):
+        return True
+    if isinstance(value, ast.Call):
+        name = _callee(value)
+        if name in NOT_STATE_CALLS:
+            return False
+        return name in CONTAINER_CALLS or name.lstrip("_")[:1].isupper()
+    return False
+
+
+def _module_statements(tree: ast.Module) -> list[ast.stmt]:
+    out: list[ast.stmt] = []
+    todo = list(tree.body)
+    while todo:
+        node = todo.pop(0)
+        out.append(node)
+        if isinstance(node, ast.If | ast.Try):  # module-level conditional definitions
+            todo.extend(node.body + node.orelse + getattr(node, "finalbody", []))
+            for h in getattr(node, "handlers", []):
+                todo.extend(h.body)
+    return out
+
+
+def mutable_globals(tree: ast.Module, source: str) -> set[str]:
+    """Names of module-level mutable objects and of globals rebound by the module's functions."""
+    found: set[str] = set()
+    for node in _module_statements(tree):
+        targets: list[ast.expr] = []
+        if isinstance(node, ast.Assign):
+            targets, value = node.targets, node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            targets, value = [node.target], node.value
+        else:
+            continue
+        if _is_mutable(value):
+            found.update(t.id for t in targets if isinstance(t, ast.Name) and t.id != "__all__")
+    for names in GLOBAL_STATEMENT.findall(source):  # `global a, b` inside a function (a text scan: ast.walk is slow)
+        found.update(n.strip() for n in names.split(","))
+    return found
+
+
+def registered_globals(tree: ast.Module) -> set[str]:
+    """Names this module hands to ``state.register``: the owner object itself or a ``Globals``'s names."""
+    held: set[str] = set()
+    for node in _module_statements(tree):
+        call = node.value if isinstance(node, ast.Expr) else None
+        if not isinstance(call, ast.Call) or _callee(call) != "register" or len(call.args) < 2:
+            continue
+        owner = call.args[1]
+        if isinstance(owner, ast.Name):
+            held.add(owner.id)
+        elif isinstance(owner, ast.Call) and owner.args and ast.unparse(owner.args[0]) == "__name__":
+            # state.Globals(__name__, "a", "b") or a subclass of it
+            held.update(a.value for a in owner.args[1:] if isinstance(a, ast.Constant) and isinstance(a.value, str))
+    return held
+
+
+@functools.cache
+def _scan() -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+    found: dict[str, set[str]] = {}
+    held: dict[str, set[str]] = {}
+    gc.disable()  # ASTs are many small objects: collections would walk torch's whole heap again and again
+    try:
+        _scan_into(found, held)
+    finally:
+        gc.enable()
+    return found, held
+
+
+def _scan_into(found: dict[str, set[str]], held: dict[str, set[str]]) -> None:
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE).as_posix()
+        source = path.read_text(encoding="utf-8")
+        tree = ast.parse(source)
+        found[rel] = mutable_globals(tree, source)
+        held[rel] = registered_globals(tree)
+
+
+def test_every_mutable_global_is_registered_or_a_listed_constant():
+    found, held = _scan()
+    unowned = sorted(
+        f"trn_notebook/{rel}:{name}"
+        for rel, names in found.items()
+        for name in names - held[rel]
+        if f"{rel}:{name}" not in CONSTANTS
+    )
+    assert not unowned, (
+        "module-level mutable state without an owner: register it with trn_notebook.state "
+        "(state.register(name, owner_or_state.Globals(__name__, ...), reset=...)) or, if it never changes "
+        f"after import, list it in CONSTANTS with why: {unowned}"
+    )
+
+
+def test_the_constant_list_has_no_stale_entries():
+    found, held = _scan()
+    stale = [key for key in CONSTANTS if key.split(":")[1] not in found.get(key.split(":")[0], set())]
+    assert not stale, f"CONSTANTS lists names that are no longer module-level mutable objects: {stale}"
+    double = [key for key in CONSTANTS if key.split(":")[1] in held.get(key.split(":")[0], set())]
+    assert not double, f"registered and listed as constants: {double}"
+
+
+def test_the_scan_sees_what_it_must(tmp_path):
+    src = (
+        "import threading\nfrom collections import defaultdict\n"
+        "_a = {}\n_b: list[int] = []\n_c = defaultdict(int)\n_d = Thing()\n_e = threading.local()\n"
+        "_lock = threading.Lock()\n_n = 0\n_t = (1, 2)\n__all__ = ['x']\n"
+        "def f():\n    global _n\n    _n += 1\n"
+        "_state.register('a', _state.Globals(__name__, '_a', '_n'))\n_state.register('d', _d)\n"
+    )
+    tree = ast.parse(src)
+    assert mutable_globals(tree, src) == {"_a", "_b", "_c", "_d", "_e", "_n"}
+    assert registered_globals(tree) == {"_a", "_n", "_d"}
