@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.metadata
 from typing import Any
 
+from .. import state as _state
 from ..device.autoload import real_backend_present
 
 OUR_DISTRIBUTION = "trn-notebook"
@@ -69,6 +70,7 @@ class DefaultBackendNote(UserWarning):
 
 
 _noted: list[bool] = [False]
+_state.register("default_backend_note", _state.Globals(__name__, "_noted"))  # shown again after a reset
 
 
 def _touches_neuron(gm: Any, example_inputs: Any) -> bool:
