@@ -40,6 +40,9 @@ __version__ = "0.1.0"
 # The compiler (and with it torch._dynamo, ~1 s to import) loads on first use, so that `import torch`
 # (which autoloads the device) stays fast; `backend="neuron"` also resolves through its entry point.
 _COMPILER_NAMES = frozenset({"BucketPolicy", "bucketed", "compile", "explain", "suggest_policy", "tune"})
+# Public subpackages the README and docs name, imported on first attribute access
+# (`trn_notebook.cache.export(path)` works right after `import trn_notebook`).
+_LAZY_SUBMODULES = frozenset({"cache", "compat", "compiler", "nki", "widgets", "zoo"})
 
 
 def __getattr__(name: str) -> object:
@@ -55,6 +58,10 @@ def __getattr__(name: str) -> object:
         from . import compiler
 
         return getattr(compiler, name)
+    if name in _LAZY_SUBMODULES:
+        import importlib
+
+        return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module 'trn_notebook' has no attribute {name!r}")
 
 

@@ -8,12 +8,16 @@ import shlex
 import sys
 import time
 
+from ..extras import MissingExtra
 from .api import sweep
 from .table import summarize, to_markdown
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the sweep, print the figures, optionally write the markdown table; exit 1 on an interpreter crash."""
+    """Run the sweep, print the figures, optionally write the markdown table; exit 1 on an interpreter crash.
+
+    Exits 2 with a message naming the extra to install when ``expecttest`` is missing (before any work).
+    """
     parser = argparse.ArgumentParser(prog="python -m trn_notebook.compat", description=__doc__)
     parser.add_argument("--ops", help="comma-separated globs over OpInfo names, e.g. 'add,nn.functional.*'")
     parser.add_argument("--quick", action="store_true", help="two samples per dtype; a representative op subset")
@@ -26,6 +30,9 @@ def main(argv: list[str] | None = None) -> int:
         results = sweep(args.ops, args.quick, isolated=not args.in_process)
     except ValueError as exc:
         parser.error(str(exc))
+    except MissingExtra as exc:
+        print(f"python -m trn_notebook.compat: {exc}", file=sys.stderr)
+        return 2
     s = summarize(results)
     print(f"OpInfo entries: {s.ops}   crashes: {s.crashes}   ({time.perf_counter() - t0:.0f} s)")
     print(f"forward float32:  {s.forward_passed}/{s.forward_total} samples = {s.forward_rate:.2%}")

@@ -24,8 +24,12 @@ def sweep(ops: str | None = None, quick: bool = False, isolated: bool = True) ->
     """Run the sweep over OpInfo entries matching ``ops`` (globs, comma-separated; ``--quick``: a subset).
 
     ``isolated`` runs it in worker subprocesses (crash-safe, and the session's placement log stays clean).
-    Raises ``ValueError`` if ``ops`` matches no OpInfo entry.
+    Raises ``ValueError`` if ``ops`` matches no OpInfo entry, :class:`~trn_notebook.extras.MissingExtra` (before
+    any work) if ``expecttest``, which PyTorch's OpInfo database imports, is not installed.
     """
+    from trn_notebook.extras import require
+
+    require("expecttest", "the OpInfo sweep (PyTorch's OpInfo database imports it)")
     from .isolate import run_isolated
     from .sweep import run_op, select_ops
 
@@ -44,7 +48,8 @@ def compatibility_table(ops: str | None = None, quick: bool = False) -> pd.DataF
     most two samples per dtype, and a representative op subset when ``ops`` is None. Columns: op, category
     (native / cpu_fallback / unsupported / host_only, from the device policy registry), dtypes_passing,
     dtypes_failing, first_error, forward, backward, forward_samples, backward_samples, aten_ops, crashed.
-    Raises ``ValueError`` if ``ops`` matches nothing.
+    Raises ``ValueError`` if ``ops`` matches nothing, :class:`~trn_notebook.extras.MissingExtra` if the
+    ``compat`` extra is not installed.
     """
     from .table import results_frame
 

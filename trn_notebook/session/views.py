@@ -20,6 +20,7 @@ import torch
 
 from .. import backends
 from ..backends.base import NA, NOT_MEASURED, shown
+from ..extras import MissingExtra
 from ..presentation import EXPLAIN_STAGES
 from ..results import Card, Message, Preformatted, Result, Sections, Table, fmt_bytes
 
@@ -81,7 +82,7 @@ def _bytes(value: int | None) -> str:
 
 
 def compatibility(ops: str | None = None, *, quick: bool = True) -> Any:
-    """The op compatibility table from ``trn_notebook.compat`` (a message if that module is not there yet).
+    """The op compatibility table from ``trn_notebook.compat`` (a message if it or its ``compat`` extra is missing).
 
     It runs PyTorch's OpInfo samples on the device: ``ops`` (globs) narrows it, ``quick`` samples less.
     Raises ``ValueError`` if ``ops`` matches nothing.
@@ -89,7 +90,10 @@ def compatibility(ops: str | None = None, *, quick: bool = True) -> Any:
     fn = getattr(_optional("trn_notebook.compat"), "compatibility_table", None)
     if fn is None:
         return Message("the op compatibility table (trn_notebook.compat) is not available in this version", "warning")
-    table = fn(ops, quick=quick)
+    try:
+        table = fn(ops, quick=quick)
+    except MissingExtra as exc:
+        return Message(str(exc), "warning")
     if isinstance(table, Result) or hasattr(table, "_repr_html_"):
         return table
     return Preformatted("op compatibility", str(table))

@@ -8,6 +8,7 @@ import shlex
 import sys
 import time
 
+from ..extras import MissingExtra
 from .api import run_zoo
 from .specs import SPECS
 from .stages import ModelResult
@@ -15,7 +16,10 @@ from .table import summary_lines, to_markdown
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the zoo, print pass rates per stage, optionally write the markdown table; exit 1 on a crash."""
+    """Run the zoo, print pass rates per stage, optionally write the markdown table; exit 1 on a crash.
+
+    Exits 2 with a message naming the extra to install when ``transformers`` is missing (before any work).
+    """
     parser = argparse.ArgumentParser(prog="python -m trn_notebook.zoo", description=__doc__)
     parser.add_argument("--models", help="comma-separated globs over zoo model names, e.g. 'llama,gpt*'")
     parser.add_argument("--quick", action="store_true", help="the CI subset (6 architectures, all stages)")
@@ -32,7 +36,11 @@ def main(argv: list[str] | None = None) -> int:
         marks = " ".join(f"{k}={v[0]}" for k, v in r.stages.items())
         print(f"{r.name:12s} {marks}", flush=True)
 
-    results = _load(args.from_json.split(",")) if args.from_json else _run(args, show, parser)
+    try:
+        results = _load(args.from_json.split(",")) if args.from_json else _run(args, show, parser)
+    except MissingExtra as exc:
+        print(f"python -m trn_notebook.zoo: {exc}", file=sys.stderr)
+        return 2
     _report(results, args, argv, t0)
     return 1 if any(r.crashed for r in results) else 0
 

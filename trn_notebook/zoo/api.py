@@ -34,11 +34,14 @@ def run_zoo(
     model alone), ``jobs`` workers at a time, unless ``isolated`` is False. When a worker dies (crash, signal, timeout per model),
     the first model it did not report is re-run alone to confirm and name the crash (a row with
     ``crashed`` set, never a crash of the run), the rest in a new worker. Raises ``ValueError`` when a
-    pattern matches no model.
+    pattern matches no model, :class:`~trn_notebook.extras.MissingExtra` (before any work) when
+    ``transformers`` is not installed.
     """
     from trn_notebook.compat.isolate import run_worker
+    from trn_notebook.extras import require
 
     specs = select(patterns, quick)
+    require("transformers", "the model zoo")
     if not isolated:
         from .stages import run_model
 

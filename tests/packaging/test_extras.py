@@ -1,0 +1,59 @@
+"""A CLI whose optional dependency is missing names the extra to install, before doing any work."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+from trn_notebook import extras
+
+
+def test_the_extra_is_read_from_the_package_metadata():
+    assert extras.extra_for("transformers") == "models"  # the smallest extra listing it (dev lists it too)
+    assert extras.extra_for("expecttest") == "compat"
+    assert extras.extra_for("Expect_Test") is None  # a different distribution name
+    assert extras.extra_for("no-such-distribution") is None
+    assert extras.missing_message("json", "anything") is None
+
+
+def _hide(monkeypatch: pytest.MonkeyPatch, module: str) -> None:
+    monkeypatch.setitem(sys.modules, module, None)  # find_spec() says "not installed", import raises
+
+
+def test_zoo_without_transformers_says_which_extra_before_any_work(monkeypatch, capsys):
+    from trn_notebook.zoo.__main__ import main
+
+    _hide(monkeypatch, "transformers")
+    t0 = time.perf_counter()
+    assert main(["--quick"]) == 2
+    assert time.perf_counter() - t0 < 5  # no worker was started (a run of --quick takes minutes)
+    err = capsys.readouterr().err
+    assert "transformers" in err and '"trn-notebook[models]"' in err and '-e ".[models]"' in err, err
+
+
+def test_compat_without_expecttest_says_which_extra(monkeypatch, capsys):
+    from trn_notebook.compat.__main__ import main
+    from trn_notebook.session import views
+
+    _hide(monkeypatch, "expecttest")
+    assert main(["--quick"]) == 2
+    err = capsys.readouterr().err
+    assert "expecttest" in err and '"trn-notebook[compat]"' in err, err
+    message = views.compatibility("add")  # %trn ops --table: a message, not a traceback
+    assert "trn-notebook[compat]" in message.text(), message
+
+
+@pytest.mark.slow
+def test_every_public_subpackage_the_readme_names_is_an_attribute_after_import():
+    code = (
+        "import trn_notebook as t; "
+        "assert callable(t.cache.export) and callable(t.cache.import_); "
+        "assert callable(t.nki.nki_op) and callable(t.compat.compatibility_table) and callable(t.zoo.run_zoo); "
+        "assert callable(t.backends.current) and callable(t.device.policy_table); "
+        "import sys; print('ok')"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
