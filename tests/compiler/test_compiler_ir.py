@@ -8,8 +8,8 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from torch.fx.experimental.proxy_tensor import make_fx
 
+from trn_notebook.compiler.aten_decompositions import trace
 from trn_notebook.compiler.codegen import run_graph
 from trn_notebook.compiler.ir import IRError, verify
 from trn_notebook.compiler.lower import lower
@@ -26,7 +26,7 @@ def small_fn(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
 
 
 def lowered(fn, *args):
-    gm = make_fx(fn, tracing_mode="fake")(*args)
+    gm = trace(fn, *args)
     for node in gm.graph.nodes:  # golden text must not depend on where the tests live
         node.meta.pop("stack_trace", None)
     return lower(gm, fn.__name__)
@@ -115,7 +115,7 @@ def build(program):
 def test_every_pass_preserves_results(program, rows, cols, seed):
     g0 = torch.Generator().manual_seed(seed)
     args = [torch.randn(rows, cols, generator=g0), torch.randn(rows, cols, generator=g0)]
-    graph = lower(make_fx(build(program), tracing_mode="fake")(*args), "prop")
+    graph = lower(trace(build(program), *args), "prop")
     expected = run_graph(graph, args, check_types=True)
     for name, p in PASSES:
         graph = p(graph)

@@ -13,14 +13,16 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from .sweep import OpResult, run_op
 
 _PREFIX = "RESULT "
 
 
-def _worker_cmd(quick: bool) -> list[str]:
-    return [sys.executable, "-m", "trn_notebook.compat.isolate", *(["--quick"] if quick else [])]
+def _worker_cmd(quick: bool, compiled: bool = False) -> list[str]:
+    flags = [*(["--quick"] if quick else []), *(["--compiled"] if compiled else [])]
+    return [sys.executable, "-m", "trn_notebook.compat.isolate", *flags]
 
 
 def run_worker(cmd: list[str], names: list[str], timeout_s: float) -> tuple[list[dict], str]:
@@ -49,12 +51,14 @@ def emit(result: dict) -> None:
     sys.stdout.flush()
 
 
-def _run_chunk(names: list[str], quick: bool, timeout_s: float) -> tuple[dict[str, OpResult], str]:
+def _run_chunk(names: list[str], quick: bool, timeout_s: float, compiled: bool = False) -> tuple[dict[str, Any], str]:
     """Run one worker; returns the results it reported and, if it died, why."""
-    found, died = run_worker(_worker_cmd(quick), names, timeout_s)
-    results = {}
+    from .compiled import CompiledResult
+
+    found, died = run_worker(_worker_cmd(quick, compiled), names, timeout_s)
+    results: dict[str, Any] = {}
     for data in found:
-        r = OpResult.from_json(data)
+        r = CompiledResult.from_json(data) if compiled else OpResult.from_json(data)
         results[r.op] = r
     return results, died
 
@@ -64,16 +68,21 @@ def run_isolated(
     quick: bool = False,
     chunk_size: int = 60,
     timeout_s: float = 1800.0,
-    progress: Callable[[OpResult], None] | None = None,
-) -> list[OpResult]:
-    """Sweep ``names`` in worker subprocesses; every op gets a result, crashed ones with ``crashed`` set."""
-    from .sweep import _op_db
+    progress: Callable[[Any], None] | None = None,
+    compiled: bool = False,
+) -> list[Any]:
+    """Sweep ``names`` in worker subprocesses; every op gets a result, crashed ones with ``crashed`` set.
 
-    done: dict[str, OpResult] = {}
+    ``compiled``: the compiled sweep (:mod:`.compiled`), whose results are :class:`CompiledResult`; a
+    crashed op is then a result whose forward tally holds the crash."""
+    from .compiled import CompiledResult
+    from .sweep import Tally, _op_db
+
+    done: dict[str, Any] = {}
     pending = list(names)
     while pending:
         chunk, pending = pending[:chunk_size], pending[chunk_size:]
-        got, died = _run_chunk(chunk, quick, timeout_s)
+        got, died = _run_chunk(chunk, quick, timeout_s, compiled)
         for r in got.values():
             done[r.op] = r
             if progress:
@@ -82,8 +91,10 @@ def run_isolated(
             continue
         missing = [n for n in chunk if n not in got]
         suspect, rest = missing[0], missing[1:]
-        alone, died_alone = _run_chunk([suspect], quick, timeout_s)
-        if died_alone:
+        alone, died_alone = _run_chunk([suspect], quick, timeout_s, compiled)
+        if died_alone and compiled:
+            r = CompiledResult(suspect, Tally(0, 1, f"worker crashed: {died_alone}"))
+        elif died_alone:
             op = _op_db().get(suspect)
             r = OpResult(suspect, (op.aten_name or op.name) if op else suspect, crashed=died_alone)
         else:  # it only died in company: the crash is an interaction, report it on the suspect
@@ -96,15 +107,17 @@ def run_isolated(
     return [done[n] for n in names]
 
 
-def _worker(lines: Iterable[str], quick: bool) -> None:
+def _worker(lines: Iterable[str], quick: bool, compiled: bool = False) -> None:
     import warnings
 
     warnings.simplefilter("ignore")
+    if compiled:
+        from .compiled import run_compiled_op
     for line in lines:
         name = line.strip()
         if name:
-            emit(run_op(name, quick=quick).to_json())
+            emit((run_compiled_op(name, quick=quick) if compiled else run_op(name, quick=quick)).to_json())
 
 
 if __name__ == "__main__":
-    _worker(sys.stdin.read().splitlines(), "--quick" in sys.argv[1:])
+    _worker(sys.stdin.read().splitlines(), "--quick" in sys.argv[1:], "--compiled" in sys.argv[1:])

@@ -26,6 +26,7 @@ import torch.fx
 from .. import state as _state
 from . import attention, cache, contracts, progress
 from .artifacts import Bundle, artifacts
+from .aten_decompositions import aten_decompositions
 from .compile_log import LiveRecord, compile_log, get_dynamo_metrics, reset_dynamo_metrics
 from .executable import Executable
 from .ir import Graph
@@ -227,7 +228,10 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs: list[Any], **kwargs
     if progress.has_listeners():
         progress.emit("forward/backward", 0.0, model)
     compiler = aot_autograd(
-        fw_compiler=capture.forward, bw_compiler=capture.backward, inference_compiler=capture.inference
+        fw_compiler=capture.forward,
+        bw_compiler=capture.backward,
+        inference_compiler=capture.inference,
+        decompositions=aten_decompositions(),  # only Core ATen IR (and our kernels) reaches lowering
     )
     if not attention.uses_attention(gm):
         return compiler(gm, example_inputs)

@@ -18,6 +18,7 @@ import torch
 import torch.fx
 
 from ..device.placement import placement_log
+from ..device.registry import memory_format_error
 from .ir import DTYPE_NAMES, DType, Graph, IRError, Node, Ref, TensorType
 from .kernel_call import entry_for
 from .ops import LOWERINGS
@@ -120,7 +121,7 @@ class _Lowerer:
             if k == "memory_format":
                 if v in (torch.contiguous_format, torch.preserve_format, None):
                     continue
-                raise LoweringError(f"{target}: memory_format={v} is rejected by neuron; use contiguous tensors")
+                raise LoweringError(str(memory_format_error(v, str(target).removeprefix("aten."))))
             kwargs.append((k, self.const(v, node)))
         val = node.meta.get("val")
         if isinstance(val, list | tuple):

@@ -27,7 +27,7 @@ from .clocks import clocks
 from .op_table import RNG as EXPECTED_ON_HOST  # by design on the host: explained once, not warned
 from .placement import placement_log, user_frame
 from .policy import REJECTED_DTYPES, policy
-from .registry import NATIVE_MEMORY_FORMATS
+from .registry import NATIVE_MEMORY_FORMATS, memory_format_error
 from .runtime import cached_host_view, forget_host_views, host_view, rebind, state, wrap
 
 _perf = time.perf_counter
@@ -226,10 +226,7 @@ def _run(info: _OpInfo, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
             elif k == "dtype" and v in REJECTED_DTYPES and not allow64:
                 raise _reject_dtype(info.name, v)
             elif k == "memory_format" and v is not None and v not in NATIVE_MEMORY_FORMATS:  # channels_last
-                raise RuntimeError(
-                    f"neuron supports only contiguous memory format, got {v} (aten::{info.name}); drop "
-                    "memory_format=torch.channels_last (TorchNeuron rejects it too)"
-                )
+                raise memory_format_error(v, info.name)
             elif isinstance(v, list) and v and isinstance(v[0], _Tensor):
                 hl = []
                 for x in v:

@@ -14,6 +14,7 @@ import torch
 from . import config as _config
 from .dispatch import DirectKernel, _reject_dtype, flags, record_sync, record_transfer, run_op
 from .policy import REJECTED_DTYPES, registry
+from .registry import memory_format_error
 from .runtime import _CPU_KEYSET, _set_storage, empty, host_storage, host_view, new_storage
 
 _perf = time.perf_counter
@@ -46,10 +47,7 @@ def empty_memory_format(
     _check_size(size)
     dtype = _check_dtype("empty", dtype)
     if memory_format not in (None, torch.contiguous_format, torch.preserve_format):
-        raise RuntimeError(
-            f"neuron supports only contiguous memory format, got {memory_format}; drop "
-            "memory_format=torch.channels_last (TorchNeuron rejects it too)"
-        )
+        raise memory_format_error(memory_format, "empty.memory_format")
     return empty(tuple(size), dtype)
 
 

@@ -44,7 +44,7 @@ RECORDS = (
     op("as_strided", HOST, ir="as_strided", kind=VIEW),
     op("chunk", HOST),
     op("_conj", HOST),
-    op("detach", HOST, ir="alias"),
+    op("detach", HOST),  # torch's Core ATen decompositions: alias
     op("diagonal", HOST, ir="diagonal", kind=VIEW),
     op("expand", HOST, ir="expand", kind=VIEW),
     op("_has_compatible_shallow_copy_type", HOST),
@@ -68,18 +68,18 @@ RECORDS = (
     op("slice", HOST, ir="slice", over=("Tensor",), kind=VIEW),
     op("split", HOST, ir="split", over=("Tensor",), kind=VIEW),
     op("split_with_sizes", HOST, ir="split_with_sizes", kind=VIEW),
-    op("squeeze", HOST, ir="squeeze", over=("dims", "default", "dim"), kind=VIEW),
+    op("squeeze", HOST, ir="squeeze", over=("dims",), kind=VIEW),  # .default/.dim: torch decomposes to .dims
     op("swapaxes", HOST),
     op("sym_numel", HOST),
     op("sym_size", HOST),
     op("sym_storage_offset", HOST),
     op("sym_stride", HOST),
-    op("t", HOST, ir="t", kind=VIEW),
-    op("transpose", HOST, ir="transpose", over=("int",), kind=VIEW),
+    op("t", HOST),  # t, transpose, _unsafe_view, rsub, ones/zeros(_like): torch's Core ATen decompositions
+    op("transpose", HOST),
     op("unbind", HOST, ir="unbind", over=("int",), kind=VIEW),
     op("unfold", HOST, ir="unfold", kind=VIEW),
     op("unsafe_split", HOST),
-    op("_unsafe_view", HOST, ir="view"),
+    op("_unsafe_view", HOST),
     op("unsqueeze", HOST, ir="unsqueeze", kind=VIEW),
     op("view", HOST, ir="view", kind=VIEW),
     op("view_as_complex", HOST),
@@ -141,7 +141,7 @@ RECORDS = (
     op("index", NATIVE, ir="index", over=("Tensor",), kind=LIBRARY, i64_index=True),
     op("index_add", NATIVE),
     op("index_copy", NATIVE, ir="index_copy", kind=LIBRARY, i64_index=True),  # static KV caches
-    op("index_fill", NATIVE),
+    op("index_fill", NATIVE, ir="index_fill", over="*", kind=LIBRARY, i64_index=True),
     op("index_put", NATIVE, ir="index_put", kind=LIBRARY, i64_index=True),
     op("index_put_", NATIVE),
     op("_index_put_impl_", NATIVE),
@@ -180,7 +180,7 @@ RECORDS = (
     op("nll_loss_backward", NATIVE, direct=("default",), ir="nll_loss_backward", kind=LIBRARY, i64_index=True),
     op("nll_loss_forward", NATIVE, direct=("default",), ir="nll_loss", kind=LIBRARY, i64_index=True),
     op("one_hot", NATIVE),
-    op("ones", NATIVE, ir="ones", kind=FACTORY),
+    op("ones", NATIVE),
     op("outer", NATIVE),
     op("repeat", NATIVE, ir="repeat", kind=LIBRARY),
     op("resize", NATIVE),
@@ -225,7 +225,7 @@ RECORDS = (
     op("_weight_norm_interface_backward", NATIVE, ir="weight_norm_backward", kind=LIBRARY),
     op("where", NATIVE, direct=("self",), ir="where", over="*", kind=POINTWISE),
     op("zero", NATIVE),
-    op("zeros", NATIVE, ir="zeros", kind=FACTORY),
+    op("zeros", NATIVE),
     # -- documented fallbacks (torchneuron.md, Eager execution) and data-dependent shapes ------------
     op("bernoulli", FALLBACK, RNG, ir="bernoulli", over=("p",), kind=FACTORY, random=True),
     op("bincount", FALLBACK, DYNAMIC),
@@ -304,6 +304,7 @@ RECORDS = (
     op("any", ir="any", over="*", kind=REDUCTION),
     op("argmax", ir="argmax", kind=REDUCTION),
     op("argmin", ir="argmin", kind=REDUCTION),
+    op("as_strided_scatter", ir="as_strided_scatter", kind=LIBRARY),  # functionalized as_strided writes
     op("asin", ir="asin", kind=POINTWISE, trans=True),
     op("atan", ir="atan", kind=POINTWISE, trans=True),
     op("atan2", ir="atan2", over="*", kind=POINTWISE, trans=True),
@@ -324,6 +325,7 @@ RECORDS = (
     op("cosh", ir="cosh", kind=POINTWISE, trans=True),
     op("cosine_similarity", autocast=FP32),
     op("cross_entropy_loss", autocast=FP32),
+    op("diagonal_scatter", ir="diagonal_scatter", kind=LIBRARY),
     op("div", direct=("Tensor",), ir="div", over="*", kind=POINTWISE),
     op("elu", ir="elu", kind=POINTWISE, trans=True),
     op("eq", ir="eq", over="*", kind=POINTWISE),
@@ -380,7 +382,6 @@ RECORDS = (
     op("neg", direct=("default",), ir="neg", kind=POINTWISE),
     op("nll_loss", autocast=FP32),
     op("norm", autocast=FP32, autocast_overload="Scalar"),
-    op("ones_like", ir="ones_like", kind=FACTORY),
     op(
         "pow",
         autocast=FP32,
@@ -404,7 +405,6 @@ RECORDS = (
     op("remainder", ir="remainder", over="*", kind=POINTWISE),
     op("round", ir="round", kind=POINTWISE),
     op("rsqrt", autocast=FP32, direct=("default",), ir="rsqrt", kind=POINTWISE, trans=True),
-    op("rsub", ir="rsub", over="*", kind=POINTWISE),
     op("_safe_softmax", ir="safe_softmax", kind=REDUCTION, trans=True),
     op("scalar_tensor", ir="scalar_tensor", kind=FACTORY),
     op("scaled_dot_product_attention", flops=SDPA, autocast=LOWER),
@@ -416,6 +416,7 @@ RECORDS = (
     op("sin", ir="sin", kind=POINTWISE, trans=True),
     op("sinh", ir="sinh", kind=POINTWISE, trans=True),
     op("slice_backward", ir="slice_backward", kind=LIBRARY),
+    op("slice_scatter", ir="slice_scatter", kind=LIBRARY),  # Core ATen: functionalized slice writes
     op("smooth_l1_loss", autocast=FP32),
     op("softmax", autocast=FP32, autocast_overload="int"),
     op("softplus", autocast=FP32, ir="softplus", kind=POINTWISE, trans=True),
@@ -428,7 +429,6 @@ RECORDS = (
     op("trunc", ir="trunc", kind=POINTWISE),
     op("var", ir="var", over=("correction",), kind=REDUCTION),
     op("var_mean", ir="var_mean", over=("correction",), kind=REDUCTION),
-    op("zeros_like", ir="zeros_like", kind=FACTORY),
     # -- host algorithms reached only through an override or a composite: category from tags, host cost here --
     *(op(name, host_flops=SORT) for name in ("argsort", "msort", "unique_dim_consecutive")),
     *(

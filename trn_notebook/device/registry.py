@@ -68,6 +68,21 @@ REJECTED_DTYPES = frozenset({torch.float64, torch.complex128})
 # The only memory formats the device stores (TorchNeuron rejects channels_last too).
 NATIVE_MEMORY_FORMATS = frozenset({torch.contiguous_format, torch.preserve_format})
 
+
+def memory_format_error(memory_format: object, op: str = "") -> RuntimeError:
+    """The one refusal of a non-contiguous memory format (eager kernels, the fallback, the compiler).
+
+    TorchNeuron documents that only contiguous (or preserve) formats exist and ``channels_last`` is rejected;
+    the simulator refuses the same requests, so a program that runs here does not fail on hardware."""
+    where = f" (aten::{op})" if op else ""
+    return RuntimeError(
+        f"neuron supports only contiguous memory format, got {memory_format}{where}: TorchNeuron rejects "
+        "channels_last (its documented limitation). Drop memory_format=torch.channels_last (or use "
+        ".contiguous()); values do not change, and a channels_last CPU tensor moved with .to('neuron') is "
+        "stored contiguous already"
+    )
+
+
 NO_KERNEL = "no native kernel in the simulated op set"
 
 Shapes = Sequence[Sequence[int]]

@@ -1,0 +1,54 @@
+"""Compiled OpInfo coverage: every k-th OpInfo entry under ``torch.compile(backend="neuron", fullgraph=True)``.
+
+Prints forward/backward coverage (entries passing compiled over entries passing eagerly) and writes the
+raw results as JSON, so that two runs (e.g. before and after a compiler change, ``PYTHONPATH`` selecting
+the older tree) compare entry by entry with ``--compare OLD.json``.
+
+    python benchmarks/bench_compiled_sweep.py [--every K] [--json OUT] [--compare OLD.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+
+from trn_notebook.compat.compiled import CompiledResult
+from trn_notebook.compat.compiled_table import CompiledSummary, summarize_compiled, summary_lines
+from trn_notebook.compat.isolate import run_isolated
+from trn_notebook.compat.sweep import select_ops
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--every", type=int, default=1, help="sweep every k-th OpInfo entry (default: all)")
+    parser.add_argument("--ops", help="comma-separated globs over OpInfo names instead")
+    parser.add_argument("--json", help="write the per-entry results here")
+    parser.add_argument("--compare", help="results of an earlier run (JSON) to print ratios against")
+    args = parser.parse_args()
+    names = select_ops(args.ops)[:: max(1, args.every)]
+    print(f"load before: {os.getloadavg()}; {len(names)} entries")
+    t0 = time.perf_counter()
+    results = run_isolated(names, compiled=True, chunk_size=40)
+    print(f"{len(results)} entries in {time.perf_counter() - t0:.0f} s; load after: {os.getloadavg()}")
+    s = summarize_compiled(results)
+    for line in summary_lines(s):
+        print(line)
+    for reason, _ in s.reasons:
+        print("  ", reason)
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as fh:
+            json.dump([r.to_json() for r in results], fh, indent=1)
+    if args.compare:
+        with open(args.compare, encoding="utf-8") as fh:
+            old = summarize_compiled([CompiledResult.from_json(d) for d in json.load(fh)])
+        rate = CompiledSummary.rate
+        for what, a, b in (("forward", old.forward_entries, s.forward_entries),
+                           ("backward", old.backward_entries, s.backward_entries)):  # fmt: skip
+            print(f"{what}: before {rate(a):.2%} ({a[0]}/{a[1]}), after {rate(b):.2%} ({b[0]}/{b[1]}), "
+                  f"ratio {rate(b) / max(rate(a), 1e-9):.3f}")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,64 @@
+"""PyTorch's decompositions, applied while AOT Autograd traces, so that only Core ATen IR reaches lowering.
+
+The table is torch's own: ``torch._decomp.core_aten_decompositions()`` plus, for a few non-core ops
+that table leaves alone (:data:`EXTRA`), the entries of torch's global decomposition table. Removed
+from it is every overload the compiler lowers to one IR op of its own (:func:`kept_lowerings`): a
+library kernel of the runtime (softmax and norm backwards, losses, ``roll``, ``tril``) or one
+pointwise op (``silu``, ``hardswish``, ``where``), which the schedule models as one kernel and the
+fuser treats as one node, where torch's rule would emit a chain of several.
+
+Our own table (:mod:`.decompositions`) then only canonicalises Core ATen ops inside the IR (``view`` →
+``reshape``, ``mean`` → ``sum``/``div``, ``alias`` → its input).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import torch
+
+aten = torch.ops.aten
+
+# Non-core ops that core_aten_decompositions() does not decompose but torch's global table does; each
+# reached our lowering as "no lowering for" before (transformers' vision models, torch.norm, Swin backward).
+EXTRA = (
+    aten.linalg_vector_norm,
+    aten._unsafe_index_put,
+    aten.index_add,
+)
+
+
+def _extra() -> dict[Any, Any]:
+    from torch._decomp import get_decompositions
+
+    return get_decompositions(list(EXTRA))
+
+
+def kept_lowerings() -> list[Any]:
+    """Overloads torch would decompose that the compiler lowers to one core IR op of its own instead."""
+    from torch._decomp import core_aten_decompositions
+
+    from .ops import LOWERINGS, OPS
+
+    table = {**core_aten_decompositions(), **_extra()}
+    return sorted((ov for ov in table if ov in LOWERINGS and OPS[LOWERINGS[ov]].core), key=str)
+
+
+@functools.cache
+def aten_decompositions() -> dict[Any, Any]:
+    """The decomposition table passed to AOT Autograd (``decompositions=``): torch's, minus our kernels."""
+    from torch._decomp import core_aten_decompositions
+
+    table = {**core_aten_decompositions(), **_extra()}
+    for ov in kept_lowerings():
+        del table[ov]
+    return table
+
+
+def trace(fn: Any, *args: Any) -> torch.fx.GraphModule:
+    """``fn`` traced with fake tensors to the ATen graph the compiler lowers (this table applied);
+    for tests and tools that lower a function without dynamo."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    return make_fx(fn, decomposition_table=aten_decompositions(), tracing_mode="fake")(*args)
