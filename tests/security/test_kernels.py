@@ -27,3 +27,35 @@ def test_a_kernel_may_not_register_into_pytorchs_namespaces(name):
 def test_a_malformed_name_says_the_form(name):
     with pytest.raises(ValueError, match="namespace::op_name"):
         nki_op(name)(_double)  # type: ignore[arg-type]
+
+
+def test_a_tile_larger_than_sbuf_is_refused_before_it_is_allocated():
+    # Probe: a kernel allocating a 4 GiB SBUF tile (SBUF is 24 MiB) made the simulator ask the host for 4 GiB
+    # (and fill it) before the capacity check.
+    import resource
+
+    import trn_notebook.nki as nki
+
+    @nki.jit
+    def hog(x):
+        t = nl.ndarray((128, 8 * 1024 * 1024), dtype=nl.float32, buffer=nl.sbuf)  # 32 MiB per partition
+        return t
+
+    @nki.jit
+    def psum_hog(x):
+        return nl.ndarray((128, 1 << 20), dtype=nl.float32, buffer=nl.psum)
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB
+    with pytest.raises(nki.NkiCapacityError, match=r"SBUF overflow.*32768.0 KiB per partition.*224 KiB"):
+        hog(torch.zeros(1))
+    with pytest.raises(nki.NkiCapacityError, match="PSUM banks"):
+        psum_hog(torch.zeros(1))
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak < 256 * 1024  # no 4 GiB were touched
+
+    @nki.jit
+    def fine(x):
+        out = nl.ndarray((128, 4), dtype=nl.float32, buffer=nl.shared_hbm)
+        nl.store(out, nl.zeros((128, 4), dtype=nl.float32))
+        return out
+
+    assert float(fine(torch.zeros(1)).sum()) == 0.0  # the simulator goes on

@@ -58,24 +58,15 @@ def _version(fn: Callable[..., Any]) -> str:
     return h.hexdigest()[:12]
 
 
-RESERVED_NAMESPACES = frozenset(
-    {
-        "aten", "prim", "prims", "c10d", "_c10d_functional", "_c10d_functional_autograd", "_dtensor",
-        "quantized", "_quantized", "sparse", "inductor", "higher_order", "profiler", "autograd", "torch",
-        "fbgemm", "mkldnn", "onednn", "xnnpack", "_nested_tensor", "_caffe2", "cuda", "mps", "xla",
-        "neuron", "trn", "trn_notebook", "nki",
-    }
-)  # fmt: skip
-"""Operator namespaces a kernel may not register into: PyTorch's own and ours."""
-
-
 def check_op_name(name: str) -> None:
     """Raise ``ValueError`` unless ``name`` is ``"namespace::op"`` in a user namespace (not
-    :data:`RESERVED_NAMESPACES` nor starting with ``_``)."""
+    :data:`~trn_notebook.compiler.namespaces.RESERVED_NAMESPACES` nor starting with ``_``)."""
+    from ..compiler.namespaces import is_user_namespace
+
     ns, sep, op = name.partition("::") if isinstance(name, str) else ("", "", "")
     if not sep or not ns.isidentifier() or not op.split(".")[0].isidentifier():
         raise ValueError(f"nki_op name must be 'namespace::op_name' (e.g. 'mylib::softmax'), got {name!r}")
-    if ns in RESERVED_NAMESPACES or ns.startswith("_"):
+    if not is_user_namespace(ns):
         raise ValueError(
             f"nki_op({name!r}): the namespace {ns!r} belongs to PyTorch or trn-notebook; a kernel may not replace "
             f"or add operators there. Use your own namespace, e.g. 'mylib::{op}'"

@@ -128,6 +128,7 @@ class SimContext:
                     f"partition dimension {shape[0]} exceeds {PMAX}: SBUF and PSUM have {PMAX} partitions. "
                     f"Tile dim 0 into chunks of nl.tile_size.pmax ({PMAX}) and loop over them"
                 )
+            self._check_fits_alone(shape, dtype, buffer, name)  # before a byte is allocated
         else:
             i = self.hbm_index
             self.hbm_index += 1
@@ -147,6 +148,27 @@ class SimContext:
         else:
             self.shared.append(st)
         return NkiTensor(data, st)
+
+    def _check_fits_alone(self, shape: tuple[int, ...], dtype: torch.dtype, buffer: MemoryRegion, name: str) -> None:
+        """Raise :class:`NkiCapacityError` for an on-chip tile larger than the whole buffer (it can never fit), so
+        a 4 GiB "SBUF tile" is refused before the simulator asks the host for 4 GiB."""
+        per_partition = math.prod(shape[1:]) * torch.empty((), dtype=dtype).element_size()
+        if buffer is sbuf:
+            self._reserve_sbuf_alone(per_partition, shape, dtype, name)
+        elif math.ceil(per_partition / self.bank_bytes) > self.spec.psum_banks:
+            saved, self.psum_banks_used = self.psum_banks_used, 0
+            try:
+                self._reserve_psum(per_partition, shape, dtype, name, _line())
+            finally:
+                self.psum_banks_used = saved
+
+    def _reserve_sbuf_alone(self, per_partition: int, shape: tuple[int, ...], dtype: torch.dtype, name: str) -> None:
+        if per_partition > self.spec.sbuf_partition_bytes:
+            saved, self.sbuf_used = self.sbuf_used, 0
+            try:
+                self._reserve_sbuf(per_partition, shape, dtype, name, _line())
+            finally:
+                self.sbuf_used = saved
 
     def touch(self, tensors: list[NkiTensor]) -> None:
         """Reserve on-chip space for tiles used for the first time; raises :class:`NkiCapacityError` when full.
