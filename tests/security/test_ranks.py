@@ -14,6 +14,7 @@ import pytest
 from trn_notebook.distributed import pool as rank_pool
 from trn_notebook.distributed.launch import run_ranks
 from trn_notebook.distributed.rendezvous import MAX_WORLD_SIZE, check_world_size
+from trn_notebook.magics import ranks as ranks_module
 from trn_notebook.magics.ranks import ranks_magic
 
 LOOPBACK = {"127.0.0.1", "::1", "::ffff:127.0.0.1"}
@@ -47,6 +48,7 @@ def test_ranks_listen_on_loopback_only_use_a_private_store_and_no_fixed_temp_nam
     shared_tmp = tmp_path / "shared-tmp"
     shared_tmp.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(shared_tmp))
+    monkeypatch.setattr(ranks_module, "_private_trace_dir", None)  # made afresh under this temp dir
     victim = tmp_path / "precious.txt"
     victim.write_text("mine")
     (shared_tmp / "trn_ranks_2_trace.json").symlink_to(victim)
@@ -88,3 +90,34 @@ def test_world_size_is_bounded_in_every_entry_point(no_pool):
     for bad in (0, -1, True, 2.0):
         with pytest.raises(ValueError):
             check_world_size(bad)  # type: ignore[arg-type]
+
+
+def test_rank_output_is_sent_in_one_message_per_write():
+    # Probe: rank output streaming was quadratic (one split and one message per line: ~1 h for 1e7 lines).
+    from multiprocessing import Pipe
+
+    ours, theirs = Pipe()
+    out = rank_pool._Stream(theirs, 0)
+    out.write("\n".join(str(i) for i in range(200_000)) + "\npartial")
+    msgs = []
+    while ours.poll():
+        msgs.append(ours.recv())
+    assert len(msgs) == 1 and msgs[0][0] == "lines" and len(msgs[0][2]) == 200_000
+    assert msgs[0][2][-1] == "199999" and out.buf == "partial"
+    lines: list[str] = []
+    pool = rank_pool.RankPool.__new__(rank_pool.RankPool)
+    pool._handle(msgs[0], "done", {}, lines.append)
+    assert lines[0] == "[rank 0] 0" and len(lines) == 200_000
+
+
+@pytest.mark.slow
+def test_a_rank_exiting_mid_cell_is_named_and_its_children_die_with_the_pool(no_pool):
+    # Probes: os._exit(0) in a rank gave "EOFError:" with no message; a child forked by a rank survived close().
+    pool, _ = rank_pool.get_pool(2)
+    res = pool.run("import subprocess\nchild = subprocess.Popen(['sleep', '300']).pid\n", collect=("child",))
+    children = [int(f["child"]) for f in res.figures]
+    assert all(psutil.pid_exists(c) for c in children)
+    with pytest.raises(rank_pool.RankError, match=r"rank 1 exited \(code 0\) mid-cell; every rank was stopped"):
+        pool.run("import os\nif rank == 1:\n    os._exit(0)\ndist.barrier()\n")
+    for c in children:
+        assert not psutil.pid_exists(c) or psutil.Process(c).status() == psutil.STATUS_ZOMBIE

@@ -47,10 +47,12 @@ class _Stream:
         self.conn, self.rank, self.buf = conn, rank, ""
 
     def write(self, text: str) -> int:
-        self.buf += text
-        while "\n" in self.buf:
-            line, self.buf = self.buf.split("\n", 1)
-            self.conn.send(("out", self.rank, line))
+        if "\n" not in text:
+            self.buf += text
+            return len(text)
+        lines = (self.buf + text).split("\n")  # linear in the text (splitting one line at a time was quadratic)
+        self.buf = lines.pop()
+        self.conn.send(("lines", self.rank, lines))
         return len(text)
 
     def flush(self) -> None:
@@ -223,7 +225,9 @@ class RankPool:
                     cmd = [sys.executable, "-m", "trn_notebook.distributed._rank_worker", str(rank), str(world_size)]
                     cmd += [store_path(self._dir), str(theirs.fileno()), str(collective_timeout_s)]
                     self.processes.append(
-                        subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, pass_fds=(theirs.fileno(),))
+                        subprocess.Popen(
+                            cmd, env=env, stdin=subprocess.DEVNULL, pass_fds=(theirs.fileno(),), start_new_session=True
+                        )
                     )
                     self.conns.append(Connection(ours.detach()))
             self._collect("ready", start_timeout_s, print_line=print)
@@ -308,6 +312,9 @@ class RankPool:
         what, rank, payload = msg
         if what == "out":
             print_line(f"[rank {rank}] {payload}")
+        elif what == "lines":
+            for line in payload:
+                print_line(f"[rank {rank}] {line}")
         elif what == "error":
             line = payload["line"]
             where = f"cell line {line}" if line else "start-up"
@@ -355,6 +362,7 @@ class RankPool:
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
+            _kill_group(p.pid)  # what the rank started (a forked child) goes with it
         for conn in self.conns:
             conn.close()
         self.processes, self.conns = [], []
@@ -363,6 +371,16 @@ class RankPool:
             self._dir = None
         if _pools.get(self.world_size) is self:
             del _pools[self.world_size]
+
+
+def _kill_group(pgid: int) -> None:
+    """SIGKILL every process left in a rank's process group (each rank leads its own session)."""
+    import signal
+
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 _pools: dict[int, RankPool] = {}
