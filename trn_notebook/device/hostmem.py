@@ -59,6 +59,7 @@ def cgroup_files(proc_cgroup: str = PROC_CGROUP, root: str = CGROUP_ROOT) -> lis
         if len(parts) != 3:
             continue
         _, controllers, path = parts
+        mounts: tuple[str, ...]
         if controllers == "":
             mounts, names = (root, os.path.join(root, "unified")), ("memory.max", "memory.current")
         elif "memory" in controllers.split(","):
