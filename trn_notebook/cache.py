@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import stat
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,10 +27,22 @@ from .compiler import trust as _trust
 from .compiler.buckets import BucketedCallable
 from .compiler.text import parse_graph
 from .compiler.warmup import WarmupSummary
+from .limits import LimitError, check_json_shape, read_limited
 
 BUNDLE_FORMAT = "trn-notebook-cache-bundle"
 BUNDLE_VERSION = 1
-MAX_BUNDLE_BYTES = 512 << 20
+MAX_BUNDLE_BYTES = 256 << 20
+"""The largest bundle file read (checked before reading)."""
+MAX_BUNDLE_VALUES = 4_000_000
+"""The most JSON values a bundle may hold (counted before parsing: a "JSON bomb" is refused unparsed)."""
+MAX_BUNDLE_DEPTH = 16
+MAX_BUNDLE_ENTRIES = 4096
+"""The most entries one bundle may carry (each is checked on fake tensors, ~12 ms)."""
+_RAISE_HINT = (
+    "if you trust this bundle, raise the limit (trn_notebook.cache.MAX_BUNDLE_BYTES / MAX_BUNDLE_VALUES / "
+    "MAX_BUNDLE_ENTRIES) or ask its sender for smaller bundles"
+)
+_SHA_FIELD = re.compile(rb'"sha256":\s*"([0-9a-f]{64})"')
 _META_KEYS = ("graph_name", "model_name", "kind", "input_signature")
 
 cache_dir = _cache.cache_dir
@@ -102,19 +114,29 @@ def export(path: str | Path, keys: list[str] | None = None) -> BundleSummary:
     return BundleSummary(str(path), len(entries), len(data), sha)
 
 
-def _read_bundle(path: Path) -> dict[str, Any]:
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
-    fd = os.open(path, flags)
-    with os.fdopen(fd, "rb") as f:
-        st = os.fstat(f.fileno())
-        if not stat.S_ISREG(st.st_mode):
-            raise BundleError(f"{path} is not a regular file")
-        if st.st_size > MAX_BUNDLE_BYTES:
-            raise BundleError(f"{path} is {st.st_size} bytes, above the bundle limit of {MAX_BUNDLE_BYTES}")
-        raw = f.read(MAX_BUNDLE_BYTES + 1)
+def _read_raw(path: Path) -> bytes:
+    try:
+        return read_limited(path, MAX_BUNDLE_BYTES, "cache bundle", _RAISE_HINT)
+    except LimitError as exc:
+        raise BundleError(f"{exc}; nothing was imported") from None
+    except ValueError as exc:  # not a regular file
+        raise BundleError(str(exc)) from None
+
+
+def _declared_sha(raw: bytes) -> str:
+    """The bundle's top-level ``sha256`` field found without parsing (the last one: keys are sorted)."""
+    found = _SHA_FIELD.findall(raw[-4096:]) or _SHA_FIELD.findall(raw)
+    return found[-1].decode() if found else "(none declared)"
+
+
+def _read_bundle(path: Path, raw: bytes) -> dict[str, Any]:
+    try:
+        check_json_shape(raw, f"bundle {path}", MAX_BUNDLE_VALUES, MAX_BUNDLE_DEPTH, _RAISE_HINT)
+    except LimitError as exc:
+        raise BundleError(f"{exc}; nothing was imported") from None
     try:
         bundle = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise BundleError(f"{path} is not a trn-notebook cache bundle (not JSON: {exc})") from None
     if not isinstance(bundle, dict) or bundle.get("format") != BUNDLE_FORMAT:
         raise BundleError(f"{path} is not a trn-notebook cache bundle")
@@ -124,22 +146,28 @@ def _read_bundle(path: Path) -> dict[str, Any]:
 def import_(path: str | Path, *, trust: bool = False) -> BundleSummary:
     """Import the bundle at ``path`` into your cache after you chose to trust it (``trust=True``).
 
-    The bundle is only read. Raises ``BundleError`` (nothing imported) without ``trust=True``
-    (the message gives the bundle's sha256 to compare with the sender's), on a bad checksum, a
-    bundle of another torch or compiler version (both named), or any entry that fails to parse
-    or run; ``CacheDirError`` when your cache directory is not usable.
+    The bundle is only read, and bounded before it is parsed (:data:`MAX_BUNDLE_BYTES`,
+    :data:`MAX_BUNDLE_VALUES`, :data:`MAX_BUNDLE_ENTRIES`); without ``trust=True`` it is not parsed
+    at all. An entry whose key you already have a valid entry for is kept as yours (counted in
+    ``already_present``, not in ``entries``). Raises ``BundleError`` (nothing imported) without
+    ``trust=True`` (the message gives the bundle's sha256 to compare with the sender's), over a
+    limit, on a bad checksum, a bundle of another torch or compiler version (both named), or any
+    entry that fails to parse or run (ops outside our op set, results outside their storage);
+    ``CacheDirError`` when your cache directory is not usable.
     """
     path = Path(path).expanduser()
-    bundle = _read_bundle(path)
+    raw = _read_raw(path)
+    if not trust:  # refused before parsing: an untrusted file is never turned into Python objects
+        raise BundleError(
+            f"importing {path} means trusting whoever made it: its graphs will run as if you compiled them. "
+            f"If its sha256 {_declared_sha(raw)} (declared in the file, checked on import) matches what the sender "
+            "published, call import_(path, trust=True)"
+        )
+    bundle = _read_bundle(path, raw)
     body = {k: v for k, v in bundle.items() if k != "sha256"}
     sha = _digest(body)
     if bundle.get("sha256") != sha:
         raise BundleError(f"bundle {path} fails its checksum (altered or truncated); nothing was imported")
-    if not trust:
-        raise BundleError(
-            f"importing {path} means trusting whoever made it: its graphs will run as if you compiled them. "
-            f"If its sha256 {sha} matches what the sender published, call import_(path, trust=True)"
-        )
     mine = {"torch": torch.__version__, "compiler": _cache.COMPILER_VERSION}
     theirs = {"torch": bundle.get("torch_version"), "compiler": bundle.get("compiler_version")}
     if theirs != mine:
@@ -150,6 +178,10 @@ def import_(path: str | Path, *, trust: bool = False) -> BundleSummary:
     entries = bundle.get("entries")
     if bundle.get("version") != BUNDLE_VERSION or not isinstance(entries, list) or not entries:
         raise BundleError(f"bundle {path} has no entries of version {BUNDLE_VERSION}")
+    if len(entries) > MAX_BUNDLE_ENTRIES:
+        raise BundleError(
+            f"bundle {path} has {len(entries):,} entries, over the limit of {MAX_BUNDLE_ENTRIES:,}; {_RAISE_HINT}"
+        )
     checked = []
     for i, e in enumerate(entries):
         try:
@@ -163,11 +195,14 @@ def import_(path: str | Path, *, trust: bool = False) -> BundleSummary:
             raise BundleError(f"bundle {path}: entry {i} is unusable ({exc}); nothing was imported") from None
         checked.append((key, {k: meta.get(k) for k in _META_KEYS}, text))
     d = _cache.usable_dir(create=True)
-    present = 0
+    present = written = 0
     for key, meta, text in checked:
-        present += _cache.load(key) is not None
+        if _cache.load(key) is not None:  # your own valid entry is kept: a bundle never replaces it
+            present += 1
+            continue
         _cache.write_entry(d, key, text, {**meta, "imported_from": sha})
-    return BundleSummary(str(path), len(checked), path.stat().st_size, sha, present)
+        written += 1
+    return BundleSummary(str(path), written, len(raw), sha, present)
 
 
 def warmup(target: BucketedCallable, *args: Any, progress: bool = True, **kwargs: Any) -> WarmupSummary:

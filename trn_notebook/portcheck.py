@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .limits import LimitError, check_json_shape, read_limited
+
 MARK_TAG = "simulator-only"
 
 _TRACE = "torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1])"
@@ -312,12 +314,24 @@ def _cells(obj: Any) -> tuple[str, list[tuple[int | None, str, bool]]]:
         path = Path(obj)
         if not path.is_file():
             raise PortCheckError(f"port-check: no such file {str(path)!r} (give a .ipynb or .py path)")
-        text = path.read_text(encoding="utf-8")
+        try:
+            raw = read_limited(path, MAX_FILE_BYTES, "notebook or script", _RAISE_HINT)
+            if path.suffix == ".ipynb":
+                check_json_shape(raw, f"port-check: {path}", MAX_NOTEBOOK_VALUES, 64, _RAISE_HINT)
+            text = raw.decode("utf-8")
+        except LimitError as exc:
+            raise PortCheckError(f"port-check: {exc}") from None
+        except UnicodeDecodeError as exc:
+            raise PortCheckError(f"port-check: {path} is not UTF-8 text ({exc}); save it as UTF-8") from None
+        except (OSError, ValueError) as exc:
+            raise PortCheckError(f"port-check: cannot read {path}: {exc}") from None
         if path.suffix == ".ipynb":
             try:
                 nb = json.loads(text)
-            except json.JSONDecodeError as exc:
+            except (json.JSONDecodeError, RecursionError) as exc:
                 raise PortCheckError(f"port-check: {path} is not a notebook (invalid JSON: {exc})") from None
+            if not (isinstance(nb, dict) and isinstance(nb.get("cells"), list)):
+                raise PortCheckError(f"port-check: {path} is not a notebook (no 'cells' list at the top level)")
             return str(path), _cells(nb)[1]
         return str(path), [(None, text, False)]
     if isinstance(obj, str):
@@ -325,12 +339,15 @@ def _cells(obj: Any) -> tuple[str, list[tuple[int | None, str, bool]]]:
     if isinstance(obj, dict) and isinstance(obj.get("cells"), list):
         cells = []
         for i, cell in enumerate(obj["cells"]):
+            if not isinstance(cell, dict):
+                raise PortCheckError(f"port-check: cell {i} of the notebook is not an object; is the file a notebook?")
             if cell.get("cell_type") != "code":
                 continue
             src = cell.get("source", "")
-            src = "".join(src) if isinstance(src, list) else str(src)
-            tags = (cell.get("metadata") or {}).get("tags") or []
-            cells.append((i, src, MARK_TAG in tags))
+            src = "".join(str(x) for x in src) if isinstance(src, list) else str(src)
+            metadata = cell.get("metadata")
+            tags = (metadata.get("tags") if isinstance(metadata, dict) else None) or []
+            cells.append((i, src, isinstance(tags, list) and MARK_TAG in tags))
         return "<notebook>", cells
     raise PortCheckError(
         f"port-check: expected a notebook or script path, a notebook (nbformat or dict) or source text, "
@@ -338,15 +355,30 @@ def _cells(obj: Any) -> tuple[str, list[tuple[int | None, str, bool]]]:
     )
 
 
+MAX_FILE_BYTES = 256 << 20
+"""The largest notebook or script read (outputs count: a notebook holds its images)."""
+MAX_NOTEBOOK_VALUES = 16_000_000
+MAX_CELL_CHARS = 4 << 20
+"""The longest code cell (or script) parsed; ``ast.parse`` needs many times its size in memory."""
+_RAISE_HINT = "raise trn_notebook.portcheck.MAX_FILE_BYTES / MAX_CELL_CHARS if you need to check it"
+
+
 def port_check(path_or_notebook: str | Path | dict[str, Any]) -> PortReport:
     """List every simulator-only use in a notebook (path, nbformat node, dict), a ``.py`` file or source text.
 
-    Raises :class:`PortCheckError` for a missing file, invalid notebook JSON or an unsupported object.
+    Raises :class:`PortCheckError` for a missing, non-UTF-8 or oversized file (:data:`MAX_FILE_BYTES`),
+    invalid notebook JSON, a cell over :data:`MAX_CELL_CHARS` or an unsupported object.
     """
     label, cells = _cells(path_or_notebook)
     report = PortReport(label)
     aliases: dict[str, str] = {}
     for index, source, marked in cells:
+        if len(source) > MAX_CELL_CHARS:
+            where = "the source" if index is None else f"cell {index}"
+            raise PortCheckError(
+                f"port-check: {where} has {len(source):,} characters, over the {MAX_CELL_CHARS:,}-character limit "
+                f"(parsing it could exhaust the kernel's memory); {_RAISE_HINT}"
+            )
         lines = source.splitlines()
         for lineno, name, hardware in _scan(source, aliases):
             code = lines[lineno - 1] if 0 < lineno <= len(lines) else ""

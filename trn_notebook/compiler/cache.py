@@ -221,17 +221,21 @@ def check_runs(graph: Graph) -> None:
     """Run every op of ``graph`` on fake tensors; raises when an op fails or a result differs from its type.
 
     Catches what parses but cannot run (a wrong constant type, a wrong number of arguments, a
-    result of another shape or dtype than declared). The random-number state is left as it was.
+    result of another shape or dtype than declared) and any result reaching outside its storage
+    (:class:`.geometry.StorageSizes`). The random-number state is left as it was.
     """
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     from .codegen import Program
+    from .geometry import StorageSizes
 
     program = Program(graph)
     state = torch.random.get_rng_state()
     try:
         with FakeTensorMode():
             env: list[Any] = [torch.empty(t.shape, dtype=t.torch_dtype) for _, t in graph.inputs]
+            storages = StorageSizes()
+            storages.note(env)
             env.extend([None] * (program.n_slots - len(env)))
             slot = len(graph.inputs)
             for (step, _frees), node in zip(program.plan, graph.nodes):
@@ -241,6 +245,7 @@ def check_runs(graph: Graph) -> None:
                         continue
                     v = env[slot]
                     slot += 1
+                    storages.check(v, node.op)
                     if t is None:
                         continue
                     if not isinstance(v, torch.Tensor) or tuple(v.shape) != t.shape or v.dtype != t.torch_dtype:

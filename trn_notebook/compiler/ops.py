@@ -23,6 +23,7 @@ from ..device.policy import registry
 from ..device.registry import IR_KINDS
 from .decompositions import DECOMPOSITIONS
 from .kernel_call import kernel_call
+from .namespaces import is_user_namespace
 
 KINDS = IR_KINDS
 
@@ -105,13 +106,20 @@ def _histc(x: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
 
 
 def resolve_custom_op(name: str) -> Any:
-    """``torch.ops.<ns>.<op>.<overload>`` named ``"ns.op.overload"``: a registered custom op (not aten/prims).
+    """``torch.ops.<ns>.<op>.<overload>`` named ``"ns.op.overload"``: a registered custom op of a user namespace.
 
-    Raises ``KeyError`` when the op is not registered in this process (e.g. its library is not imported).
+    Raises ``KeyError`` for a malformed name, an op of PyTorch's own namespaces (aten/prims lower to
+    their own IR ops; ``inductor``, ``quantized``, … run with unchecked geometry: see
+    :mod:`.namespaces`), or an op not registered in this process (e.g. its library is not imported).
     """
-    ns, op, overload = name.split(".")
+    parts = name.split(".") if isinstance(name, str) else []
+    if len(parts) != 3:
+        raise KeyError(f"custom_call {name!r}: expected 'namespace.op.overload'")
+    ns, op, overload = parts
     if ns in ("aten", "prims"):
         raise KeyError(f"custom_call {name!r}: aten/prims ops lower to their own IR ops")
+    if not is_user_namespace(ns):
+        raise KeyError(f"custom_call {name!r}: the namespace {ns!r} is PyTorch's; the IR may call only user custom ops")
     try:
         return getattr(getattr(getattr(torch.ops, ns), op), overload)
     except (AttributeError, RuntimeError) as exc:

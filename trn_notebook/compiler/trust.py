@@ -127,28 +127,49 @@ _keys: dict[Path, bytes] = {}
 _state.register("cache_keys", _state.Globals(__name__, "_keys"), reset=False)  # the user's HMAC key, read once
 
 
+class KeyFileError(UntrustedError):
+    """The key file cannot be used (a symlink, a special or oversized file, not yours, readable by others).
+
+    The cache is then not used (compiles go on, nothing is deleted); the message says how to fix it."""
+
+
+def _key_fix(path: Path) -> str:
+    return (
+        f"delete {path} and a new key is made (entries signed with the old key are recompiled), or point "
+        "TRN_NOTEBOOK_CACHE_KEY_FILE at a regular file of yours with mode 0600; the cache is not used until then "
+        "(nothing was deleted)"
+    )
+
+
 def user_key() -> bytes:
     """This user's HMAC key, created (``0600`` in a ``0700`` directory) on first use.
 
-    Raises ``UntrustedError`` when the key file is readable or writable by others or not ours,
-    ``OSError`` when it cannot be created.
+    Raises :class:`KeyFileError` (an ``UntrustedError``; the message names the problem and the fix)
+    when the key file is a symlink (never followed: it could be someone else's key), a special or
+    oversized file, too short, not yours, readable or writable by others, or cannot be created.
     """
     path = key_path()
     cached = _keys.get(path)
     if cached is not None:
         return cached
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
-        except FileExistsError:
-            pass  # another process made it first: read theirs
-        else:
-            with os.fdopen(fd, "wb") as f:
-                f.write(secrets.token_hex(32).encode() + b"\n")
-    data = read_regular(path, 4096, private=True).strip()
+    try:
+        if not os.path.lexists(path):
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+            except FileExistsError:
+                pass  # another process made it first: read theirs
+            else:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(secrets.token_hex(32).encode() + b"\n")
+        data = read_regular(path, 4096, private=True).strip()
+    except KeyFileError:
+        raise
+    except (OSError, ValueError) as exc:  # UntrustedError is a ValueError
+        text = str(exc) if isinstance(exc, ValueError) else f"{path} cannot be used ({exc.strerror or exc})"
+        raise KeyFileError(f"cache key: {text}; {_key_fix(path)}") from None
     if len(data) < 32:
-        raise UntrustedError(f"cache key {path} is too short; delete it and a new one is made")
+        raise KeyFileError(f"cache key {path} is too short ({len(data)} bytes); {_key_fix(path)}")
     _keys[path] = data
     return data
 

@@ -282,7 +282,7 @@ class CachingAllocator:
                     f"neuron out of memory (simulated HBM): tried to allocate {fmt_bytes(nbytes)}; "
                     f"{fmt_bytes(max(free, 0))} free of {fmt_bytes(self.capacity)} capacity; "
                     f"{fmt_bytes(c.allocated)} allocated, {fmt_bytes(c.reserved)} reserved by the caching allocator. "
-                    f"{self._fragmentation_note(size, free)}"
+                    f"{self._fragmentation_note(size, free)}{_capacity_setting_note(self.capacity)}"
                     "Free tensors you no longer need (del, then torch.neuron.empty_cache()), use a smaller "
                     "batch or sequence bucket, or bfloat16 weights. Nothing already allocated was lost.",
                     asked=nbytes,
@@ -443,3 +443,18 @@ class CachingAllocator:
 def allocator_timeline_columns() -> list[str]:
     """Column names of :attr:`CachingAllocator.timeline` rows."""
     return ["t_s", "allocated", "active", "reserved", "phase"]
+
+
+def _capacity_setting_note(capacity: int) -> str:
+    """Names ``TRN_NOTEBOOK_HBM_BYTES`` when it set this capacity (a value too small to use is no import error:
+    it shows here, at the first allocation that does not fit)."""
+    import os
+
+    from .config import get_config
+
+    if get_config().hbm_bytes != capacity:
+        return ""
+    return (
+        f"The capacity comes from TRN_NOTEBOOK_HBM_BYTES={os.environ.get('TRN_NOTEBOOK_HBM_BYTES', '')!r}; "
+        "unset it (or give e.g. 24G) for the chip's own HBM. "
+    )

@@ -50,19 +50,42 @@ def autoload(explicit: bool = False) -> bool:
         return False  # `import trn_notebook` is importing torch: the package registers the device right after
     from . import register
 
-    if explicit:
+    if explicit and not torch_is_importing():
         register()
         return True
     try:
         register()
     except Exception as exc:  # never break `import torch` for every program in this environment
-        import warnings
-
-        warnings.warn(
+        _warn_safely(
             f"trn_notebook: the simulated neuron device could not be registered ({type(exc).__name__}: {exc}); "
-            "`import torch` continues without it. `import trn_notebook` shows the full error.",
-            RuntimeWarning,
-            stacklevel=2,
+            "`import torch` continues without it. `import trn_notebook` shows the full error."
         )
         return False
     return True
+
+
+def torch_is_importing() -> bool:
+    """True while ``import torch`` is loading its device backends (our entry point imported this package).
+
+    Then even ``import trn_notebook``'s own registration must not raise: the ``import torch`` of a
+    program that never uses ``neuron`` would fail because of us.
+    """
+    frame = sys._getframe(1)
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name == "_import_device_backends" and code.co_filename.endswith(
+            os.path.join("torch", "__init__.py")
+        ):
+            return True
+        frame = frame.f_back  # type: ignore[assignment]
+    return False
+
+
+def _warn_safely(message: str) -> None:
+    """A RuntimeWarning, or a log line when warnings are errors (``-W error``, pytest's ``filterwarnings=error``)."""
+    import warnings
+
+    try:
+        warnings.warn(message, RuntimeWarning, stacklevel=3)
+    except Warning:
+        log.warning("%s", message)

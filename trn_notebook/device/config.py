@@ -45,9 +45,17 @@ BYTES_FORMS = "a positive number of bytes, optionally with a binary unit: 257698
 
 
 def _bad(name: str, value: str, forms: str) -> None:
-    warnings.warn(
-        f"{name}={value!r} is not valid; accepted: {forms}. Using the default instead.", ConfigWarning, stacklevel=4
-    )
+    message = f"{name}={value!r} is not valid; accepted: {forms}. Using the default instead."
+    try:
+        warnings.warn(message, ConfigWarning, stacklevel=4)
+    except Warning:  # warnings are errors (-W error, pytest's filterwarnings=error)
+        from .autoload import torch_is_importing
+
+        if not torch_is_importing():
+            raise
+        import logging  # `import torch` must not fail because of us: say it on stderr instead
+
+        logging.getLogger("trn_notebook.device").warning("%s", message)
 
 
 def parse_bytes(text: str) -> int:
@@ -83,11 +91,20 @@ def _chip_setting(env: dict[str, str], name: str, default: str) -> str:
         return default
 
 
+_TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
+
+
 def _flag(env: dict[str, str], name: str, default: bool = False) -> bool:
+    """A boolean variable: 1/true/yes/on or 0/false/no/off (any case); anything else (``maybe``) warns and
+    uses the default instead of being taken as on."""
     value = env.get(name)
-    if value is None or value == "":
+    if value is None or value.strip() == "":
         return default
-    return value.strip().lower() not in {"0", "false", "no", "off"}
+    word = value.strip().lower()
+    if word in _TRUE or word in _FALSE:
+        return word in _TRUE
+    _bad(name, value, "1/0, true/false, yes/no, on/off")
+    return default
 
 
 @dataclass(frozen=True)

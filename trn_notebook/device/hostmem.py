@@ -1,9 +1,11 @@
 """How much host memory the simulator may still take: the bytes of simulated HBM are real host memory.
 
 The limit is the smaller of the machine's ``MemAvailable`` (``/proc/meminfo``) and the headroom
-under the process's cgroup memory limit (v2 ``memory.max``/``memory.current`` or v1
-``memory.limit_in_bytes``/``memory.usage_in_bytes``) — a container kills the kernel at its cgroup
-limit long before the machine runs out. The allocator asks :func:`headroom` before it reserves a
+under the memory limits of the cgroup the process is in **and of each of its ancestors** (v2
+``memory.max``/``memory.current`` or v1 ``memory.limit_in_bytes``/``memory.usage_in_bytes``): the
+cgroup is found in ``/proc/self/cgroup``, so a nested cgroup (a container without a cgroup
+namespace, JupyterHub/systemd, Slurm) counts, not only the root's files. A container kills the
+kernel at its cgroup limit long before the machine runs out. The allocator asks :func:`headroom` before it reserves a
 new segment and raises the simulated ``OutOfMemoryError`` while :data:`RESERVE` bytes are still
 free, instead of letting the host's OOM killer end the kernel. Where none of these files exist
 (macOS, Windows) ``psutil`` is used when installed; otherwise there is no host guard.
@@ -19,10 +21,8 @@ from .. import state as _state
 MiB = 1 << 20
 RESERVE = 512 * MiB  # left to Python, the notebook and the OS when the simulated device is refused
 PROBE_EVERY_S = 0.05
-_CGROUPS = (
-    ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
-    ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes"),
-)
+CGROUP_ROOT = "/sys/fs/cgroup"
+PROC_CGROUP = "/proc/self/cgroup"
 _NO_LIMIT = 1 << 60
 
 
@@ -43,6 +43,62 @@ def _read_int(path: str) -> int | None:
     return _NO_LIMIT if text == b"max" else int(text) if text.isdigit() else None
 
 
+def cgroup_files(proc_cgroup: str = PROC_CGROUP, root: str = CGROUP_ROOT) -> list[tuple[str, str]]:
+    """``(limit file, usage file)`` of this process's memory cgroup and each ancestor up to the mount root.
+
+    Reads ``proc_cgroup`` (``/proc/self/cgroup``): the v2 line ``0::/path`` (under ``root`` or
+    ``root/unified``) and the v1 ``memory`` controller's line (under ``root/memory``). Directories
+    that do not exist under the mount (a cgroup namespace mounting the process's own cgroup as the
+    root) are skipped; the root itself is always included. [] when the file is unreadable.
+    """
+    try:
+        lines = _read(proc_cgroup).decode("utf-8", "replace").splitlines()
+    except OSError:
+        return []
+    found: list[tuple[str, str]] = []
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        _, controllers, path = parts
+        mounts: tuple[str, ...]
+        if controllers == "":
+            mounts, names = (root, os.path.join(root, "unified")), ("memory.max", "memory.current")
+        elif "memory" in controllers.split(","):
+            mounts, names = (os.path.join(root, "memory"),), ("memory.limit_in_bytes", "memory.usage_in_bytes")
+        else:
+            continue
+        rel = [p for p in path.strip().split("/") if p and p not in (".", "..")]
+        for mount in mounts:
+            if not os.path.exists(os.path.join(mount, names[0])) and not os.path.isdir(os.path.join(mount, *rel)):
+                continue
+            for depth in range(len(rel), -1, -1):
+                d = os.path.join(mount, *rel[:depth])
+                if os.path.isdir(d):
+                    found.append((os.path.join(d, names[0]), os.path.join(d, names[1])))
+    return found
+
+
+_files: tuple[int, list[tuple[str, str]]] | None = None
+
+
+def cgroup_headroom() -> int | None:
+    """The tightest ``limit - usage`` over this process's memory cgroup and its ancestors (None: no limit)."""
+    global _files
+    if _files is None or _files[0] != os.getpid():
+        _files = (os.getpid(), cgroup_files())
+    best: int | None = None
+    for limit_path, usage_path in _files[1]:
+        limit = _read_int(limit_path)
+        if limit is None or limit >= _NO_LIMIT:
+            continue
+        usage = _read_int(usage_path)
+        if usage is not None:
+            room = max(0, limit - usage)
+            best = room if best is None else min(best, room)
+    return best
+
+
 def available_bytes() -> int | None:
     """Bytes the host can still give this process (None when unknown)."""
     found: list[int] = []
@@ -53,11 +109,9 @@ def available_bytes() -> int | None:
                 break
     except (OSError, ValueError, IndexError):
         pass
-    for limit_path, usage_path in _CGROUPS:
-        limit, usage = _read_int(limit_path), _read_int(usage_path)
-        if limit is not None and usage is not None and limit < _NO_LIMIT:
-            found.append(max(0, limit - usage))
-            break
+    cgroup = cgroup_headroom()
+    if cgroup is not None:
+        found.append(cgroup)
     if not found:
         try:
             import psutil  # type: ignore[import-untyped]

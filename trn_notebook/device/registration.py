@@ -82,8 +82,14 @@ def self_test(apis: tuple[str, ...] | None = None) -> None:
 
 
 def _functional_self_test() -> None:
-    """Exercise the device end to end once (alloc, op, view write, copy back, free)."""
-    x = torch.arange(6, dtype=torch.float32).reshape(2, 3).to("neuron")
+    """Exercise the device end to end once (alloc, op, view write, copy back, free).
+
+    Skipped when the simulated HBM cannot hold its few bytes (``TRN_NOTEBOOK_HBM_BYTES=1``): registering
+    must not fail for a setting; the first allocation of the user raises the out-of-memory error instead."""
+    try:
+        x = torch.arange(6, dtype=torch.float32).reshape(2, 3).to("neuron")
+    except torch.OutOfMemoryError:
+        return
     y = (x * 2 + 1)[:, 1]
     y.add_(1)
     got = y.cpu().tolist()

@@ -5,21 +5,16 @@ Kept apart from :mod:`.pool` so that running it as ``__main__`` does not re-impo
 
 from __future__ import annotations
 
-import os
 import sys
-from multiprocessing.connection import Client
+from multiprocessing.connection import Connection
 
 from .pool import _worker_main
 
 
 def main(argv: list[str]) -> None:
-    """Connect to the notebook (authenticated) and serve cells as rank ``argv[0]``."""
-    rank, world, port, address, collective_timeout_s = argv
-    host, _, listen_port = address.rpartition(":")
-    authkey = bytes.fromhex(os.environ.pop("TRN_RANKS_AUTHKEY"))
-    conn = Client((host, int(listen_port)), authkey=authkey)
-    conn.send(int(rank))
-    _worker_main(int(rank), int(world), int(port), conn, float(collective_timeout_s))
+    """Serve cells as rank ``argv[0]`` over the socketpair end the notebook passed as file descriptor ``argv[3]``."""
+    rank, world, store_file, fd, collective_timeout_s = argv
+    _worker_main(int(rank), int(world), store_file, Connection(int(fd)), float(collective_timeout_s))
 
 
 if __name__ == "__main__":

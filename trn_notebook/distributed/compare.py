@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from . import pool as rank_pool
+from .rendezvous import check_world_size
 
 STRATEGIES = ("single", "ddp", "fsdp", "tp")
 
@@ -112,7 +113,8 @@ def compare_ranks(
     throughput), communication and exposed communication ms per step, communication share of the
     step, peak memory and parameter bytes per rank (the max over ranks), and the global batch's loss
     after the last step (equal across strategies up to rounding: the same math, laid out differently).
-    Raises ``ValueError`` for an unknown strategy or a global batch not divisible by ``world_size``;
+    Raises ``ValueError`` for an unknown strategy, a ``world_size`` outside 1..16 or a global batch not
+    divisible by ``world_size``;
     :class:`~trn_notebook.distributed.launch.RankError` if a rank fails; ``SimulatorOnlyError`` on hardware
     (the ranks are the simulator's, as for ``%%trn ranks``).
     """
@@ -127,6 +129,7 @@ def compare_ranks(
     unknown = [s for s in strategies if s not in STRATEGIES]
     if unknown:
         raise ValueError(f"unknown strategies {unknown}; choose from {STRATEGIES}")
+    check_world_size(world_size)
     if global_batch % world_size:
         raise ValueError(f"global_batch {global_batch} is not divisible by world_size {world_size}")
     setup = _source_of(make_model, "make_model") + _source_of(make_batch, "make_batch")

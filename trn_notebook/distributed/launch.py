@@ -1,7 +1,8 @@
 """Run a function on N spawned ranks (``torch.multiprocessing`` spawn, never fork), always cleaned up.
 
-Each worker gets the torchrun environment (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR``,
-``MASTER_PORT``), joins ``init_process_group("neuron")`` and runs ``fn(rank, world_size, *args)``.
+Each worker gets the torchrun environment (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``), joins
+``init_process_group("neuron")`` through a file store in a private directory (no TCP store: see
+:mod:`.rendezvous`) and runs ``fn(rank, world_size, *args)``.
 A rank that raises stops the others and the error names the rank and the line; a run past
 ``timeout_s`` (e.g. a hung collective) is terminated with a clear message; no process outlives the call.
 """
@@ -13,12 +14,12 @@ import re
 import shutil
 import signal
 import socket
-import tempfile
 from collections.abc import Callable
-from datetime import timedelta
 from typing import Any
 
 import torch.multiprocessing as mp
+
+from .rendezvous import check_world_size, join_group, loopback_env, private_dir, store_path
 
 
 class RankError(RuntimeError):
@@ -45,7 +46,7 @@ def _rank_main(
     rank: int,
     fn: Callable[..., Any],
     world: int,
-    port: int,
+    store_file: str,
     collective_timeout_s: float,
     error_dir: str,
     args: tuple[Any, ...],
@@ -55,9 +56,8 @@ def _rank_main(
         LOCAL_RANK=str(rank),
         WORLD_SIZE=str(world),
         LOCAL_WORLD_SIZE=str(world),
-        MASTER_ADDR="127.0.0.1",
-        MASTER_PORT=str(port),
         OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"),
+        **loopback_env(),
     )
     import torch
     import torch.distributed as dist
@@ -66,7 +66,7 @@ def _rank_main(
 
     torch.set_num_threads(1)
     _dump_stacks_on_request(error_dir, rank)
-    dist.init_process_group("neuron", timeout=timedelta(seconds=collective_timeout_s))
+    join_group(store_file, rank, world, collective_timeout_s)
     try:
         fn(rank, world, *args)
     except BaseException as exc:
@@ -186,15 +186,14 @@ def run_ranks(
 
     ``fn`` must be importable by name (defined in a module, not in ``__main__`` of a notebook).
     Raises :class:`RankError` naming the first failing rank and line (the other ranks are stopped),
-    :class:`RanksTimeout` after ``timeout_s`` (every rank is killed), ``ValueError`` for a world size < 1.
+    :class:`RanksTimeout` after ``timeout_s`` (every rank is killed), ``ValueError`` for a world size outside
+    1..16 (:data:`.rendezvous.MAX_WORLD_SIZE`).
     """
-    if world_size < 1:
-        raise ValueError(f"world_size must be >= 1, got {world_size}")
-    port = free_port()
-    error_dir = tempfile.mkdtemp(prefix="trn_ranks_")
+    check_world_size(world_size)
+    error_dir = private_dir("trn_ranks_")
     ctx = mp.start_processes(
         _rank_main,
-        args=(fn, world_size, port, collective_timeout_s, error_dir, args),
+        args=(fn, world_size, store_path(error_dir), collective_timeout_s, error_dir, args),
         nprocs=world_size,
         join=False,
         start_method="spawn",

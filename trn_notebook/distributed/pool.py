@@ -13,18 +13,20 @@ from __future__ import annotations
 
 import atexit
 import os
-import secrets
+import shutil
+import socket
 import subprocess
 import sys
 import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from multiprocessing.connection import Connection, Listener, wait
+from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from .. import state as _state
-from .launch import RankError, RanksTimeout, free_port
+from .launch import RankError, RanksTimeout
+from .rendezvous import check_world_size, join_group, loopback_env, private_dir, store_path
 
 CELL_FILE = "<%%trn ranks cell>"
 
@@ -46,10 +48,12 @@ class _Stream:
         self.conn, self.rank, self.buf = conn, rank, ""
 
     def write(self, text: str) -> int:
-        self.buf += text
-        while "\n" in self.buf:
-            line, self.buf = self.buf.split("\n", 1)
-            self.conn.send(("out", self.rank, line))
+        if "\n" not in text:
+            self.buf += text
+            return len(text)
+        lines = (self.buf + text).split("\n")  # linear in the text (splitting one line at a time was quadratic)
+        self.buf = lines.pop()
+        self.conn.send(("lines", self.rank, lines))
         return len(text)
 
     def flush(self) -> None:
@@ -106,19 +110,10 @@ def _trace_slice(t0_s: float) -> list[dict[str, Any]]:
     return list(clocks.chrome_trace(since_s=t0_s)["traceEvents"])
 
 
-def _worker_main(rank: int, world: int, port: int, conn: Connection, collective_timeout_s: float) -> None:
-    """Body of one rank: set up the process group, then run cells until told to stop."""
+def _worker_main(rank: int, world: int, store_file: str, conn: Connection, collective_timeout_s: float) -> None:
+    """Body of one rank: join the process group (a private file store), then run cells until told to stop."""
     _die_with_parent()
-    os.environ.update(
-        RANK=str(rank),
-        LOCAL_RANK=str(rank),
-        WORLD_SIZE=str(world),
-        LOCAL_WORLD_SIZE=str(world),
-        MASTER_ADDR="127.0.0.1",
-        MASTER_PORT=str(port),
-    )
-    from datetime import timedelta
-
+    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(world))
     import torch
     import torch.distributed as dist
 
@@ -131,7 +126,7 @@ def _worker_main(rank: int, world: int, port: int, conn: Connection, collective_
     out = _Stream(conn, rank)
     sys.stdout = sys.stderr = out  # type: ignore[assignment]
     try:
-        dist.init_process_group("neuron", timeout=timedelta(seconds=collective_timeout_s))
+        join_group(store_file, rank, world, collective_timeout_s)
     except Exception as exc:  # reported to the parent, which stops every rank
         conn.send(
             ("error", rank, {"error": f"{type(exc).__name__}: {exc}", "line": 0, "trace": traceback.format_exc()})
@@ -214,62 +209,32 @@ class RankPool:
     """N warm worker ranks; :meth:`run` executes a cell on all of them. Use :func:`get_pool`."""
 
     def __init__(self, world_size: int, *, collective_timeout_s: float = 60.0, start_timeout_s: float = 300.0) -> None:
-        if world_size < 1:
-            raise ValueError(f"the number of ranks must be >= 1, got {world_size}")
+        check_world_size(world_size, "the number of ranks")
         self.world_size = world_size
         self.collective_timeout_s = collective_timeout_s
-        port = free_port()
-        authkey = secrets.token_bytes(32)
-        listener = Listener(("127.0.0.1", 0), authkey=authkey)
+        # Nothing listens: the rendezvous is a file store in a 0700 directory, the control channel a
+        # socketpair each rank inherits (see .rendezvous).
+        self._dir: str | None = private_dir("trn_ranks_")
         self.conns: list[Connection] = []
         self.processes: list[subprocess.Popen[bytes]] = []
-        env = dict(os.environ, TRN_RANKS_AUTHKEY=authkey.hex(), OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
+        env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"), **loopback_env())
         try:
             for rank in range(world_size):
-                # A fresh interpreter per rank (spawned, never forked; the notebook's __main__ is not re-imported).
-                cmd = [
-                    sys.executable,
-                    "-m",
-                    "trn_notebook.distributed._rank_worker",
-                    str(rank),
-                    str(world_size),
-                    str(port),
-                ]
-                cmd += [f"{listener.address[0]}:{listener.address[1]}", str(collective_timeout_s)]
-                self.processes.append(subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL))
-            by_rank = self._accept(listener, start_timeout_s)
-            self.conns = [by_rank[r] for r in range(world_size)]
+                ours, theirs = socket.socketpair()
+                with ours, theirs:
+                    # A fresh interpreter per rank (spawned, never forked; the notebook's __main__ is not re-imported).
+                    cmd = [sys.executable, "-m", "trn_notebook.distributed._rank_worker", str(rank), str(world_size)]
+                    cmd += [store_path(self._dir), str(theirs.fileno()), str(collective_timeout_s)]
+                    self.processes.append(
+                        subprocess.Popen(
+                            cmd, env=env, stdin=subprocess.DEVNULL, pass_fds=(theirs.fileno(),), start_new_session=True
+                        )
+                    )
+                    self.conns.append(Connection(ours.detach()))
             self._collect("ready", start_timeout_s, print_line=print)
         except BaseException:
             self.close()
             raise
-        finally:
-            listener.close()
-
-    def _accept(self, listener: Listener, timeout_s: float) -> dict[int, Connection]:
-        """Each rank's connection; raises RankError as soon as a rank exits before connecting (a crash at import
-        or in init_process_group), RanksTimeout after ``timeout_s``."""
-        by_rank: dict[int, Connection] = {}
-        deadline = time.monotonic() + timeout_s
-        listener._listener._socket.settimeout(1.0)  # type: ignore[attr-defined]  # wake up to check the ranks
-        while len(by_rank) < self.world_size:
-            try:
-                conn = listener.accept()
-            except TimeoutError:
-                for rank, p in enumerate(self.processes):
-                    if rank not in by_rank and p.poll() is not None:
-                        raise RankError(
-                            f"rank {rank} exited (code {p.returncode}) before it connected (its output above says "
-                            "why); every rank was stopped",
-                            rank,
-                        ) from None
-                if time.monotonic() > deadline:
-                    raise RanksTimeout(
-                        f"the ranks did not start within {timeout_s:.0f} s; every rank was stopped"
-                    ) from None
-                continue
-            by_rank[int(conn.recv())] = conn
-        return by_rank
 
     def pids(self) -> list[int]:
         """Process ids of the workers."""
@@ -313,9 +278,11 @@ class RankPool:
         while len(results) < self.world_size:
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
+                what = "start" if kind == "ready" else "finish"
+                why = "" if kind == "ready" else " (a hung collective?)"
                 raise RanksTimeout(
-                    f"ranks {sorted(set(range(self.world_size)) - set(results))} did not finish within "
-                    f"{timeout_s:.0f} s (a hung collective?); every rank was stopped"
+                    f"ranks {sorted(set(range(self.world_size)) - set(results))} did not {what} within "
+                    f"{timeout_s:.0f} s{why}; every rank was stopped"
                 )
             for conn in wait(self.conns, timeout=1.0 if left is None else min(1.0, left)):
                 try:
@@ -326,11 +293,19 @@ class RankPool:
             for rank, p in enumerate(self.processes):
                 if p.poll() is not None and rank not in results:
                     conn = self.conns[rank]
-                    while conn.poll():  # what the rank said before it exited
-                        self._handle(conn.recv(), kind, results, print_line)
+                    self._drain(conn, kind, results, print_line)  # what the rank said before it exited
                     if rank not in results:
-                        raise RankError(f"rank {rank} exited (code {p.returncode}); every rank was stopped", rank)
+                        when = " before it connected (its output above says why)" if kind == "ready" else " mid-cell"
+                        raise RankError(f"rank {rank} exited (code {p.returncode}){when}; every rank was stopped", rank)
         return results
+
+    def _drain(self, conn: Connection, kind: str, results: dict[int, Any], print_line: Callable[[str], None]) -> None:
+        """Handle the messages a rank sent before it exited, up to the end of its channel."""
+        try:
+            while conn.poll():
+                self._handle(conn.recv(), kind, results, print_line)
+        except (EOFError, OSError):
+            pass
 
     def _handle(
         self, msg: tuple[str, int, Any], kind: str, results: dict[int, Any], print_line: Callable[[str], None]
@@ -338,6 +313,9 @@ class RankPool:
         what, rank, payload = msg
         if what == "out":
             print_line(f"[rank {rank}] {payload}")
+        elif what == "lines":
+            for line in payload:
+                print_line(f"[rank {rank}] {line}")
         elif what == "error":
             line = payload["line"]
             where = f"cell line {line}" if line else "start-up"
@@ -385,11 +363,25 @@ class RankPool:
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
+            _kill_group(p.pid)  # what the rank started (a forked child) goes with it
         for conn in self.conns:
             conn.close()
         self.processes, self.conns = [], []
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
         if _pools.get(self.world_size) is self:
             del _pools[self.world_size]
+
+
+def _kill_group(pgid: int) -> None:
+    """SIGKILL every process left in a rank's process group (each rank leads its own session)."""
+    import signal
+
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 _pools: dict[int, RankPool] = {}
@@ -401,8 +393,10 @@ _state.register(
 def get_pool(world_size: int, **kwargs: Any) -> tuple[RankPool, bool]:
     """The warm pool of ``world_size`` ranks (started if needed); returns ``(pool, started_now)``.
 
-    Pools of other sizes are closed first (the simulated ranks share the machine's cores).
+    Pools of other sizes are closed first (the simulated ranks share the machine's cores). Raises
+    ``ValueError`` for a size outside 1..16 (the running pool is kept).
     """
+    check_world_size(world_size, "the number of ranks")  # before closing the running pool
     pool = _pools.get(world_size)
     if pool is not None and pool.alive():
         return pool, False

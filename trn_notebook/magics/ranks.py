@@ -12,13 +12,13 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from IPython.core.error import UsageError
 
 from ..distributed import pool as rank_pool
+from ..distributed.rendezvous import MAX_WORLD_SIZE, private_dir
 from .render import simulator_only
 
 USAGE = "%%trn ranks N [--timeout SECONDS] [--trace PATH] [--collect VAR,VAR] [--restart]   |   %trn ranks stop"
@@ -41,6 +41,18 @@ def _parse(line: str) -> argparse.Namespace:
     return args
 
 
+_private_trace_dir: Path | None = None
+
+
+def _trace_dir() -> Path:
+    """This session's own directory for trace files (``mkdtemp``, mode 0700), never a fixed name in the shared
+    temp directory: there another user could plant a symlink to a file of yours, or take the name first."""
+    global _private_trace_dir
+    if _private_trace_dir is None or not _private_trace_dir.is_dir():
+        _private_trace_dir = Path(private_dir("trn_ranks_traces_"))
+    return _private_trace_dir
+
+
 def ranks_magic(line: str, cell: str | None) -> Any:
     """Run ``cell`` on N ranks (see the module docstring); raises ``UsageError`` for bad arguments."""
     args = _parse(line)
@@ -53,9 +65,10 @@ def ranks_magic(line: str, cell: str | None) -> Any:
         n = int(args.n)
     except (TypeError, ValueError):
         raise UsageError(f"%%trn ranks: expected a number of ranks, got {args.n!r}\ncorrect form: {USAGE}") from None
-    if not 1 <= n <= 16:
+    if not 1 <= n <= MAX_WORLD_SIZE:
         raise UsageError(
-            f"%%trn ranks: {n} ranks is outside 1–16 (each rank is a process on this machine)\ncorrect form: {USAGE}"
+            f"%%trn ranks: {n} ranks is outside 1–{MAX_WORLD_SIZE} (each rank is a process on this machine)\n"
+            f"correct form: {USAGE}"
         )
     if args.timeout is not None and args.timeout <= 0:
         raise UsageError(f"%%trn ranks: --timeout must be > 0 seconds\ncorrect form: {USAGE}")
@@ -74,8 +87,14 @@ def ranks_magic(line: str, cell: str | None) -> Any:
     pool, cold = rank_pool.get_pool(n)  # RankError / RanksTimeout propagate: every rank is stopped by then
     result = pool.run(cell, timeout_s=args.timeout, collect=collect)
     result.cold = cold
-    path = Path(args.trace) if args.trace else Path(tempfile.gettempdir()) / f"trn_ranks_{n}_trace.json"
-    path.write_text(json.dumps(result.chrome_trace()), encoding="utf-8")
+    path = Path(args.trace) if args.trace else _trace_dir() / f"ranks_{n}_trace.json"
+    try:
+        path.write_text(json.dumps(result.chrome_trace()), encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(
+            f"%%trn ranks: cannot write the trace to {str(path)!r}: {exc.strerror or exc}; pass "
+            f"--trace PATH in a directory you can write\ncorrect form: {USAGE}"
+        ) from None
     frame = result.frame()
     frame.attrs["trace"] = str(path)
     frame.attrs["cold_start"] = cold

@@ -67,6 +67,21 @@ def _version(fn: Callable[..., Any]) -> str:
     return h.hexdigest()[:12]
 
 
+def check_op_name(name: str) -> None:
+    """Raise ``ValueError`` unless ``name`` is ``"namespace::op"`` in a user namespace (not
+    :data:`~trn_notebook.compiler.namespaces.RESERVED_NAMESPACES` nor starting with ``_``)."""
+    from ..compiler.namespaces import is_user_namespace
+
+    ns, sep, op = name.partition("::") if isinstance(name, str) else ("", "", "")
+    if not sep or not ns.isidentifier() or not op.split(".")[0].isidentifier():
+        raise ValueError(f"nki_op name must be 'namespace::op_name' (e.g. 'mylib::softmax'), got {name!r}")
+    if not is_user_namespace(ns):
+        raise ValueError(
+            f"nki_op({name!r}): the namespace {ns!r} belongs to PyTorch or trn-notebook; a kernel may not replace "
+            f"or add operators there. Use your own namespace, e.g. 'mylib::{op}'"
+        )
+
+
 def nki_op(
     name: str,
     *,
@@ -85,8 +100,11 @@ def nki_op(
 
     ``outputs``: how many tensors the kernel returns (0, 1, n), or :data:`LIST` for ``Tensor[]``;
     ``types``: schema types (``"float"``, ``"int"``...) of parameters without defaults that are not tensors.
-    Raises ``ValueError``/``TypeError`` for a malformed name or signature (from ``torch.library``).
+    Raises ``ValueError`` for a name outside a user namespace (``aten::add``, ``prims::…``: a kernel
+    may not replace or join PyTorch's own operators), ``ValueError``/``TypeError`` for a malformed
+    name or signature (from ``torch.library``).
     """
+    check_op_name(name)
     mutates = (mutates_args,) if isinstance(mutates_args, str) else tuple(mutates_args)
 
     def decorate(kernel: Any) -> Any:

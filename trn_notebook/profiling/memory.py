@@ -24,6 +24,7 @@ from .. import state as _state
 from ..device.placement import _SKIP_DIRS
 from ..device.runtime import allocator
 from .recorder import _format_source
+from .safe_write import refuse_foreign, write_atomic
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -181,21 +182,31 @@ def _snapshot(device: Any = None) -> dict[str, Any]:
 def _dump_snapshot(filename: str | Path = "dump_snapshot.pickle") -> Path:
     """Write :func:`_snapshot` as a pickle, as PyTorch does (for its memory visualizer), and the same
     snapshot as JSON next to it (``.json``: what :func:`load_snapshot_json` and our widget read; we
-    never read a pickle). Returns the pickle's path. Raises ``OSError``."""
-    snap = _snapshot()
+    never read a pickle). Returns the pickle's path.
+
+    Both files are written atomically (a full disk leaves no truncated file). Raises
+    ``FileExistsError`` before writing anything if the JSON twin's name is taken by a file that is
+    not one of our snapshots (e.g. your ``results.json`` beside ``results.pickle``), ``OSError``.
+    """
     path = Path(filename)
-    with path.open("wb") as f:
-        pickle.dump(snap, f)
-    dump_snapshot_json(path.with_suffix(".json"), snap)
+    twin = path.with_suffix(".json")
+    if twin == path:
+        raise ValueError(f"{path}: give the pickle a name not ending in .json (the JSON twin is written beside it)")
+    refuse_foreign(twin, _JSON_HEAD, "a trn-notebook memory snapshot (the JSON twin of the pickle)")
+    snap = _snapshot()
+    write_atomic(path, pickle.dumps(snap))
+    dump_snapshot_json(twin, snap)
     return path
 
 
 JSON_FORMAT = "trn-notebook memory snapshot 1"
+_JSON_HEAD = ('{"format":' + json.dumps(JSON_FORMAT)).encode()
 
 
 def dump_snapshot_json(path: str | Path, snapshot: dict[str, Any] | None = None) -> Path:
     """Write a snapshot (default: a new :func:`_snapshot`) as compact JSON, each distinct stack stored
-    once; returns the path. Raises ``RuntimeError`` when no snapshot is given and history is off."""
+    once, atomically (temp file + rename); returns the path. Raises ``RuntimeError`` when no snapshot
+    is given and history is off, ``OSError`` when the file cannot be written (the target is unchanged)."""
     snap = snapshot if snapshot is not None else _snapshot()
     index: dict[int, int] = {}
     stacks: list[Any] = []
@@ -218,21 +229,40 @@ def dump_snapshot_json(path: str | Path, snapshot: dict[str, Any] | None = None)
         "device_traces": [[ref(e) for e in t] for t in snap["device_traces"]],
         "allocator_settings": snap.get("allocator_settings", {}),
     }
-    out = Path(path)
-    out.write_text(json.dumps(doc, separators=(",", ":")), encoding="utf-8")
-    return out
+    return write_atomic(path, json.dumps(doc, separators=(",", ":")).encode("utf-8"))
 
 
-def load_snapshot_json(path: str | Path) -> dict[str, Any]:
+MAX_SNAPSHOT_BYTES = 1 << 30
+"""The largest JSON snapshot :func:`load_snapshot_json` reads (pass ``max_bytes`` to read a larger one)."""
+
+
+def load_snapshot_json(path: str | Path, *, max_bytes: int = MAX_SNAPSHOT_BYTES) -> dict[str, Any]:
     """Read a JSON snapshot written by :func:`dump_snapshot_json` back into PyTorch's structure.
 
-    Raises ``ValueError`` if the file is not one (a pickle is never read)."""
+    Raises ``ValueError`` if the file is not one (a pickle is never read), is malformed, or is larger
+    than ``max_bytes`` (checked before reading); ``OSError`` if it cannot be opened."""
+    size = os.stat(path).st_size
+    if size > max_bytes:
+        raise ValueError(
+            f"{path} is {size:,} bytes, over the {max_bytes:,}-byte limit for a memory snapshot; pass "
+            "max_bytes=... to read it anyway"
+        )
     try:
         doc = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise ValueError(f"{path} is not a trn-notebook memory snapshot (JSON from _dump_snapshot): {exc}") from exc
     if not isinstance(doc, dict) or doc.get("format") != JSON_FORMAT:
         raise ValueError(f"{path} is not a trn-notebook memory snapshot (JSON written by _dump_snapshot)")
+    try:
+        return _expand(doc)
+    except (KeyError, IndexError, TypeError, AttributeError) as exc:
+        raise ValueError(
+            f"{path} is a malformed trn-notebook memory snapshot ({type(exc).__name__}: {exc}); write it again "
+            "with torch.neuron.memory._dump_snapshot"
+        ) from None
+
+
+def _expand(doc: dict[str, Any]) -> dict[str, Any]:
     stacks = doc["stacks"]
 
     def expand(obj: dict[str, Any]) -> dict[str, Any]:

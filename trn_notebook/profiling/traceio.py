@@ -7,12 +7,22 @@ raises :class:`TraceFormatError` with what is wrong and what to do. Only JSON is
 
 from __future__ import annotations
 
-import gzip
 import json
+import zlib
 from pathlib import Path
 from typing import Any
 
+from ..limits import LimitError, check_json_shape, read_limited
+
 PHASES = frozenset("BEXiIbneCMsftPONDRcpa")
+MAX_TRACE_BYTES = 256 << 20
+"""The largest trace read (a ``.gz`` counts decompressed, and stops being read at the limit)."""
+MAX_TRACE_VALUES = 16_000_000
+MAX_TRACE_DEPTH = 64
+_RAISE_HINT = (
+    "profile fewer steps (torch.profiler.schedule) or raise trn_notebook.profiling.traceio.MAX_TRACE_BYTES / "
+    "MAX_TRACE_VALUES"
+)
 _NUM = (int, float)
 
 
@@ -64,8 +74,10 @@ def validate_chrome_trace(trace: Any) -> list[str]:
 def load_trace(source: Any) -> dict[str, Any]:
     """A trace dict from a path (``.json``/``.json.gz``), a dict, or a finished profile.
 
-    Raises :class:`TraceFormatError` for a file that is not JSON, not a Chrome trace, or not merged
-    by trn-notebook (no ``neuron:0 (modeled)`` process), and ``FileNotFoundError`` for a missing path.
+    Raises :class:`TraceFormatError` for a file that is not JSON, not a Chrome trace, not merged
+    by trn-notebook (no ``neuron:0 (modeled)`` process), or over :data:`MAX_TRACE_BYTES` /
+    :data:`MAX_TRACE_VALUES` / :data:`MAX_TRACE_DEPTH` (checked before parsing; a ``.gz`` is
+    decompressed only up to the limit), and ``FileNotFoundError`` for a missing path.
     """
     if isinstance(source, dict):
         trace = source
@@ -76,9 +88,12 @@ def load_trace(source: Any) -> dict[str, Any]:
         if not path.exists():
             raise FileNotFoundError(f"no trace file at {path}")
         try:
-            raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+            raw = read_limited(path, MAX_TRACE_BYTES, "trace", _RAISE_HINT)
+            check_json_shape(raw, str(path), MAX_TRACE_VALUES, MAX_TRACE_DEPTH, _RAISE_HINT)
             trace = json.loads(raw.decode("utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError, EOFError) as exc:
+        except LimitError as exc:
+            raise TraceFormatError(str(exc)) from None
+        except (OSError, ValueError, EOFError, zlib.error, RecursionError) as exc:
             raise TraceFormatError(
                 f"{path} is not a readable JSON trace ({type(exc).__name__}: {exc}); pass the .json file "
                 "written by prof.export_chrome_trace() or %%trn profile --save"

@@ -48,7 +48,8 @@ class MemorySnapshotWidget(TrnWidget):
     def __init__(self, snapshot: dict[str, Any] | str | os.PathLike[str] | None = None, **kwargs: Any) -> None:
         """``snapshot``: a snapshot dict, the path of a JSON snapshot from ``_dump_snapshot`` (never a
         pickle), or None for a new one each refresh. Raises ``RuntimeError`` (how to start recording)
-        when history is off, ``ValueError`` for a file that is not one of our JSON snapshots."""
+        when history is off, ``ValueError`` for a file that is not one of our JSON snapshots or a malformed
+        snapshot."""
         if isinstance(snapshot, (str, os.PathLike)):
             snapshot = load_snapshot_json(snapshot)
         from .. import backends
@@ -59,7 +60,16 @@ class MemorySnapshotWidget(TrnWidget):
             snapshot = {"segments": []}
         self._given = snapshot
         super().__init__(**kwargs)
-        self.refresh()
+        if snapshot is None:
+            self.refresh()
+            return
+        try:
+            self.refresh()
+        except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
+            raise ValueError(
+                f"not a usable memory snapshot ({type(exc).__name__}: {exc}); pass one from "
+                "torch.neuron.memory._snapshot() or a JSON file written by _dump_snapshot"
+            ) from None
 
     def refresh(self) -> None:
         """Re-read the snapshot (a new one from the allocator unless one was given)."""

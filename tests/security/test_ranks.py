@@ -1,0 +1,123 @@
+"""The simulated ranks open nothing another user can reach: no socket on a public interface, no TCP store
+anybody may write, no fixed file name in the shared temp directory, a bounded world size everywhere."""
+
+from __future__ import annotations
+
+import os
+import stat
+import tempfile
+from pathlib import Path
+
+import psutil
+import pytest
+
+from trn_notebook.distributed import pool as rank_pool
+from trn_notebook.distributed.launch import run_ranks
+from trn_notebook.distributed.rendezvous import MAX_WORLD_SIZE, check_world_size
+from trn_notebook.magics import ranks as ranks_module
+from trn_notebook.magics.ranks import ranks_magic
+
+LOOPBACK = {"127.0.0.1", "::1", "::ffff:127.0.0.1"}
+CELL = """
+x = torch.ones(4, device="neuron") * (rank + 1)
+dist.all_reduce(x)
+print("sum", x.cpu().tolist())
+"""
+
+
+@pytest.fixture
+def no_pool():
+    rank_pool.shutdown()
+    yield
+    rank_pool.shutdown()
+
+
+def _listening(pids: list[int]) -> list[tuple[int, str, int]]:
+    found = []
+    for pid in pids:
+        for c in psutil.Process(pid).net_connections(kind="inet"):
+            if c.status == psutil.CONN_LISTEN:
+                found.append((pid, c.laddr.ip, c.laddr.port))
+    return found
+
+
+@pytest.mark.slow
+def test_ranks_listen_on_loopback_only_use_a_private_store_and_no_fixed_temp_name(tmp_path, monkeypatch, no_pool):
+    # Probe: another user plants <tmp>/trn_ranks_2_trace.json -> a file of ours; `%%trn ranks 2` (no --trace)
+    # used to follow it and overwrite the target. While the ranks ran, torch's TCPStore listened on *:PORT.
+    shared_tmp = tmp_path / "shared-tmp"
+    shared_tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(shared_tmp))
+    monkeypatch.setattr(ranks_module, "_private_trace_dir", None)  # made afresh under this temp dir
+    victim = tmp_path / "precious.txt"
+    victim.write_text("mine")
+    (shared_tmp / "trn_ranks_2_trace.json").symlink_to(victim)
+
+    frame = ranks_magic("ranks 2", CELL)
+
+    assert victim.read_text() == "mine"  # the planted link was not followed
+    trace = Path(frame.attrs["trace"])
+    assert trace.is_file() and not trace.is_symlink()
+    assert stat.S_IMODE(trace.parent.stat().st_mode) == 0o700  # a private mkdtemp directory
+    assert trace.parent.parent == shared_tmp and trace.parent.name != "trn_ranks_2_trace.json"
+
+    pool, _ = rank_pool.get_pool(2)
+    sockets = _listening(pool.pids())
+    assert sockets, "gloo's pair listeners should show up"
+    public = [s for s in sockets if s[1] not in LOOPBACK]
+    assert public == [], f"rank sockets on a non-loopback address: {public}"
+    assert _listening([os.getpid()]) == []  # the notebook side listens on nothing (a socketpair per rank)
+    store_dir = Path(pool._dir or "")
+    assert stat.S_IMODE(store_dir.stat().st_mode) == 0o700
+    pool.close()
+    assert not store_dir.exists()  # the private directory goes with the pool
+
+
+def test_world_size_is_bounded_in_every_entry_point(no_pool):
+    # Probe: RankPool(64) / compare_ranks(world_size=64) through the API started 64 processes.
+    from trn_notebook.distributed.compare import compare_ranks
+
+    before = len(psutil.Process().children(recursive=True))
+    for call in (
+        lambda: rank_pool.RankPool(64),
+        lambda: rank_pool.get_pool(MAX_WORLD_SIZE + 1),
+        lambda: run_ranks(print, 64),
+        lambda: compare_ranks(lambda: None, lambda b, s: None, world_size=64, global_batch=64),
+    ):
+        with pytest.raises(ValueError, match=f"between 1 and {MAX_WORLD_SIZE}"):
+            call()
+    assert len(psutil.Process().children(recursive=True)) == before
+    for bad in (0, -1, True, 2.0):
+        with pytest.raises(ValueError):
+            check_world_size(bad)  # type: ignore[arg-type]
+
+
+def test_rank_output_is_sent_in_one_message_per_write():
+    # Probe: rank output streaming was quadratic (one split and one message per line: ~1 h for 1e7 lines).
+    from multiprocessing import Pipe
+
+    ours, theirs = Pipe()
+    out = rank_pool._Stream(theirs, 0)
+    out.write("\n".join(str(i) for i in range(2_000)) + "\npartial")  # fits the pipe buffer (one thread reads)
+    msgs = []
+    while ours.poll():
+        msgs.append(ours.recv())
+    assert len(msgs) == 1 and msgs[0][0] == "lines" and len(msgs[0][2]) == 2_000
+    assert msgs[0][2][-1] == "1999" and out.buf == "partial"
+    lines: list[str] = []
+    pool = rank_pool.RankPool.__new__(rank_pool.RankPool)
+    pool._handle(msgs[0], "done", {}, lines.append)
+    assert lines[0] == "[rank 0] 0" and len(lines) == 2_000
+
+
+@pytest.mark.slow
+def test_a_rank_exiting_mid_cell_is_named_and_its_children_die_with_the_pool(no_pool):
+    # Probes: os._exit(0) in a rank gave "EOFError:" with no message; a child forked by a rank survived close().
+    pool, _ = rank_pool.get_pool(2)
+    res = pool.run("import subprocess\nchild = subprocess.Popen(['sleep', '300']).pid\n", collect=("child",))
+    children = [int(f["child"]) for f in res.figures]
+    assert all(psutil.pid_exists(c) for c in children)
+    with pytest.raises(rank_pool.RankError, match=r"rank 1 exited \(code 0\) mid-cell; every rank was stopped"):
+        pool.run("import os\nif rank == 1:\n    os._exit(0)\ndist.barrier()\n")
+    for c in children:
+        assert not psutil.pid_exists(c) or psutil.Process(c).status() == psutil.STATUS_ZOMBIE
