@@ -26,6 +26,7 @@ EXTRA = (
     aten.linalg_vector_norm,
     aten._unsafe_index_put,
     aten.index_add,
+    aten.new_empty_strided,  # DeepSeek-V3's backward (multi-latent attention)
 )
 
 
