@@ -99,8 +99,8 @@ def test_each_graph_is_one_launch_on_the_clocks_and_one_placement_entry():
     assert clocks.snapshot()["launches"] - before == 1
     snap = placement_log.snapshot()
     name = "graph:" + compile_log.snapshot()[0]["graph_name"]
-    assert snap[name][0] == "native" and snap[name][1] == 2
-    assert snap[name][3] == pytest.approx(2 * compile_log.snapshot()[0]["modeled_device_s"])
+    assert snap[name].category == "native" and snap[name].calls == 2
+    assert snap[name].device_s == pytest.approx(2 * compile_log.snapshot()[0]["modeled_device_s"])
 
 
 def test_compile_log_record_has_the_public_fields_and_counts_runs():

@@ -25,9 +25,9 @@ def test_op_on_neuron_is_a_custom_kernel_in_the_placement_log(fresh_device):
     assert y.device.type == "neuron"
     torch.testing.assert_close(y.cpu(), _rms(x, w), rtol=1e-5, atol=1e-5)
     entry = placement_log.snapshot()["nkitest::rmsnorm"]
-    assert entry[0] == "custom_kernel" and entry[1] == 1
+    assert entry.category == "custom_kernel" and entry.calls == 1
     modeled = rmsnorm.kernel.last_report.modeled_s
-    assert entry[3] == pytest.approx(modeled + 150e-6)  # kernel time + one eager launch
+    assert entry.device_s == pytest.approx(modeled + 150e-6)  # kernel time + one eager launch
     assert clocks.snapshot()["launches"] >= 1
 
 
