@@ -132,12 +132,13 @@ def _partial_overlaps(events):
     for e in events:
         lanes.setdefault(e["tid"], []).append((e["ts"], -(e["ts"] + e["dur"]), e["name"]))
     bad = []
+    eps = 2e-3  # µs: timestamps are written to the ns, and ts and dur are rounded separately (1 ns slips)
     for items in lanes.values():
         stack = []
         for ts, neg_end, name in sorted(items):
-            while stack and stack[-1][0] <= ts + 1e-6:
+            while stack and stack[-1][0] <= ts + eps:
                 stack.pop()
-            if stack and -neg_end > stack[-1][0] + 1e-6:
+            if stack and -neg_end > stack[-1][0] + eps:
                 bad.append((name, stack[-1][1]))
             stack.append((-neg_end, name))
     return bad

@@ -43,25 +43,27 @@ def test_placement_rows_and_totals_match_the_placement_log(ops: dict[str, tuple[
     assert set(by_op) == set(ops)
     assert by_op["mm"]["calls"] == 3 and by_op["mm"]["category"] == "native"
     assert by_op["sort"]["category"] == "cpu_fallback"
-    assert by_op["mm"]["modeled_ms"] == pytest.approx(ops["mm"][3] * 1e3)
-    assert view.totals["calls"] == sum(e[1] for e in ops.values())
-    assert view.totals["calls_by_category"]["cpu_fallback"] == sum(e[1] for e in ops.values() if e[0] == "cpu_fallback")
+    assert by_op["mm"]["modeled_ms"] == pytest.approx(ops["mm"].device_s * 1e3)
+    assert view.totals["calls"] == sum(e.calls for e in ops.values())
+    assert view.totals["calls_by_category"]["cpu_fallback"] == sum(
+        e.calls for e in ops.values() if e.category == "cpu_fallback"
+    )
     fallback = sum(r["modeled_ms"] for r in view.rows if r["category"] == "cpu_fallback")
     assert view.totals["fallback_pct"] == pytest.approx(100 * fallback / view.totals["modeled_ms"])
     assert 0 < view.totals["fallback_pct"] < 100
     assert view.scope == "session"
-    assert view.categories == sorted({e[0] for e in ops.values()})
+    assert view.categories == sorted({e.category for e in ops.values()})
 
 
 def test_placement_fallback_row_charges_copies_and_host_compute(ops: dict[str, tuple[Any, ...]]) -> None:
     view = PlacementView()
     sort = next(r for r in view.rows if r["op"] == "sort")
-    assert sort["bytes"] == ops["sort"][4] + ops["sort"][5] > 0
+    assert sort["bytes"] == ops["sort"].h2d + ops["sort"].d2h > 0
     # the device charges a fallback its copies both ways plus the host compute; the view shows that figure
     from trn_notebook.device.costmodel import transfer_seconds
 
-    assert sort["modeled_ms"] == pytest.approx(ops["sort"][3] * 1e3)
-    assert sort["modeled_ms"] > (transfer_seconds(ops["sort"][4]) + transfer_seconds(ops["sort"][5])) * 1e3
+    assert sort["modeled_ms"] == pytest.approx(ops["sort"].device_s * 1e3)
+    assert sort["modeled_ms"] > (transfer_seconds(ops["sort"].h2d) + transfer_seconds(ops["sort"].d2h)) * 1e3
 
 
 def test_placement_default_sort_is_by_modeled_time_descending(ops: dict[str, tuple[Any, ...]]) -> None:
@@ -79,10 +81,10 @@ def test_placement_sort_and_filter_from_the_front_end(ops: dict[str, tuple[Any, 
     assert {r["category"] for r in view.rows} == {"cpu_fallback"}
     assert "sort" in {r["op"] for r in view.rows}
     # The totals row covers what the filter shows; the summary keeps the session's fallback share.
-    assert view.totals["calls"] == sum(e[1] for e in ops.values() if e[0] == "cpu_fallback")
+    assert view.totals["calls"] == sum(e.calls for e in ops.values() if e.category == "cpu_fallback")
     assert "showing cpu_fallback only" in view.totals["summary"]
     front_end_update(view, {"category_filter": ""})
-    assert view.totals["calls"] == sum(e[1] for e in ops.values())
+    assert view.totals["calls"] == sum(e.calls for e in ops.values())
 
 
 def test_placement_bad_sort_key_is_reported_as_data(ops: dict[str, tuple[Any, ...]]) -> None:
@@ -157,7 +159,7 @@ def test_placement_refresh_after_a_cell_only_when_the_log_moved(ops: dict[str, t
     x = torch.randn(4, 4, device="neuron")
     x @ x
     assert view.refresh_if_changed() is True
-    assert next(r["calls"] for r in view.rows if r["op"] == "mm") == ops["mm"][1] + 1
+    assert next(r["calls"] for r in view.rows if r["op"] == "mm") == ops["mm"].calls + 1
 
 
 def test_front_end_state_of_the_wrong_type_is_reported_as_data(ops: dict[str, tuple[Any, ...]]) -> None:

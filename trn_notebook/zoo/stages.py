@@ -254,9 +254,9 @@ class Runner:
     def generate_compiled(self) -> str:
         from transformers import CompileConfig
 
+        ref = self._cpu_generate()
         if not getattr(self.cpu, "_can_compile_fullgraph", True):  # generate would never call torch.compile
             raise StageNA("transformers never compiles generate for this model (_can_compile_fullgraph is False)")
-        ref = self._cpu_generate()
         try:  # does the model support a static cache at all? Ask the CPU, uncompiled.
             self._ref("static", lambda: self._generate(copy.deepcopy(self.cpu), "cpu", cache_implementation="static"))
         except Exception as exc:
