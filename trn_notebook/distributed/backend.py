@@ -141,6 +141,8 @@ def _make_kernel(name: str, kind: str, async_index: int | None) -> Any:
         host_args = tuple(_to_host(a, seen) for a in args)
         t0 = time.perf_counter()
         result = op(*host_args)
+        _pending[:] = [w for w in _pending if not w.is_completed()]  # Python drops finished work, GIL held
+        _pending.extend(_works(result))
         wall = time.perf_counter() - t0
         nbytes = _payload_bytes(kind, args)
         seconds, algorithm, fabric = collective_seconds(kind, nbytes, world)
@@ -153,6 +155,20 @@ def _make_kernel(name: str, kind: str, async_index: int | None) -> Any:
 
     kernel.__name__ = f"neuron_{name}"
     return kernel
+
+
+def _works(result: Any) -> list[Any]:
+    """The ``Work`` objects in a c10d op's result (boxed as script objects)."""
+    found: list[Any] = []
+    for item in result if isinstance(result, (tuple, list)) else (result,):
+        if isinstance(item, torch.ScriptObject):
+            try:
+                found.append(dist.distributed_c10d.Work.unbox(item))
+            except (RuntimeError, TypeError, AttributeError):
+                continue
+        elif isinstance(item, dist.distributed_c10d.Work):
+            found.append(item)
+    return found
 
 
 def _register_wait_tensor(lib: torch.library.Library) -> None:
@@ -169,6 +185,12 @@ def _register_wait_tensor(lib: torch.library.Library) -> None:
 
     def wait_tensor(tensor: torch.Tensor) -> torch.Tensor:
         clocks.wait_until(clocks.state.comm_free_at_s)
+        # Wait for the gloo work issued so far with Work.wait(), which releases the GIL: PyTorch's own
+        # kernel (called below) waits in C++ holding it, while gloo's worker thread may need the GIL to
+        # free the previous work's CPU views of device memory; under load both then stalled until
+        # gloo's 60 s timeout (the FSDP2 full_tensor() hang of issue 34).
+        while _pending:
+            _pending.pop(0).wait()
         return original.call_boxed(keyset, tensor)
 
     funcol.impl("wait_tensor", wait_tensor, "PrivateUse1")
@@ -184,8 +206,11 @@ def _step_waits_for_collectives(optimizer: Any, args: Any, kwargs: Any) -> None:
 
 
 _hooked = False
+_pending: list[Any] = []  # gloo work issued by our kernels, waited (GIL released) by wait_tensor
 # the c10d backend and its torch.library ops: registered once per process
-_state.register("c10d_backend", _state.Globals(__name__, "_registered", "_lib", "_extra_libs", "_hooked"), reset=False)
+_state.register(
+    "c10d_backend", _state.Globals(__name__, "_registered", "_lib", "_extra_libs", "_hooked", "_pending"), reset=False
+)
 
 
 def _hook_optimizer_steps() -> None:
