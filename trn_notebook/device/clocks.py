@@ -178,6 +178,8 @@ class Clocks:
             st.events.append("comm", name, start, device_s)
             if blocking and st.device_free_at_s < st.comm_free_at_s:
                 st.device_free_at_s = st.comm_free_at_s
+            if self.observer is not None:
+                self.observer("comm", name, start, device_s, st.sim_host_s, {"blocking": blocking})
             return start
 
     def wait_until(self, t_s: float) -> None:

@@ -25,6 +25,8 @@ STREAM_COMPUTE = 1
 """The modeled compute queue: eager ops, graph kernels (one after another, never overlapping)."""
 STREAM_DMA = 2
 """Host<->device copies (the host waits for them in the model)."""
+STREAM_COMM = 3
+"""The modeled communication queue: collectives, overlapping compute until a sync (device/clocks.py)."""
 DEVICE = 0
 CORRELATION_BASE = 1 << 36
 """First correlation id; far above the small ids Kineto hands out for its own activities."""

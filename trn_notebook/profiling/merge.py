@@ -16,7 +16,7 @@ import linecache
 from typing import Any
 
 from . import kineto
-from .kineto import CAT_GRAPH, CAT_KERNEL, CAT_MEMCPY, STREAM_COMPUTE, STREAM_DMA
+from .kineto import CAT_GRAPH, CAT_KERNEL, CAT_MEMCPY, STREAM_COMM, STREAM_COMPUTE, STREAM_DMA
 from .link import link, simulator_kernels
 from .recorder import ALLOC, DETAIL, DUR, FRAME, HOST, KIND, NAME, RESERVED, START, TID, WALL_NS, Session
 
@@ -31,6 +31,7 @@ LANES = {
     "sync": (6, "syncs"),
     "fallback": (7, "CPU fallbacks"),
     "compile": (8, "compile (host, wall s)"),
+    "comm": (9, "collectives (modeled)"),
 }
 SIM_KERNEL_CAT = "neuron_sim_kernel"
 FLOW_BASE = 1 << 40  # above Kineto's own flow ids
@@ -218,6 +219,13 @@ def _modeled_events(
                 out.append({"ph": "i", "s": "t", "name": f"sync: {name}", "cat": "sync", "ts": host_now, "pid": PID,
                             "tid": LANES["sync"][0], "args": args})  # fmt: skip
                 ev = None
+            elif kind == "comm":  # a collective on the communication queue (its launch is inside the c10d op)
+                d = detail if isinstance(detail, dict) else {}
+                args.update({"op": name, "modeled_us": dur, "blocking": bool(d.get("blocking"))})
+                corr += 1
+                ev = _x("comm", f"collective {name}", start, dur, kineto.device_args(args, STREAM_COMM, corr, ext),
+                        CAT_KERNEL)  # fmt: skip
+                out.append(ev)
             else:
                 d = detail if isinstance(detail, dict) else {}
                 lane = "fallback" if d.get("fallback") else "transfer" if d.get("transfer") else "host"

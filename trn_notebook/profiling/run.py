@@ -100,11 +100,11 @@ def _apply_modes(trace: dict[str, Any], config: NeuronConfig) -> None:
 
     keep: set[int] = {0}
     if ProfileMode.DEVICE in config.modes:
-        keep |= {LANES[k][0] for k in ("op", "graph", "kernel")}
+        keep |= {LANES[k][0] for k in ("op", "graph", "kernel", "comm")}
     if ProfileMode.RUNTIME in config.modes:
         keep |= {LANES[k][0] for k in ("host", "transfer", "sync", "fallback", "compile")}
     memory = ProfileMode.HOST_MEMORY in config.modes
-    if len(keep) == 1 + 3 + 5 and memory:
+    if len(keep) == 1 + 4 + 5 and memory:
         return
     out = []
     for e in trace["traceEvents"]:
