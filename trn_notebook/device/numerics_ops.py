@@ -273,6 +273,29 @@ def _wrap_int64(out: Any) -> None:
             r.copy_(r.to(torch.int32))
 
 
+# -- NKI kernels (nki.simulate): the same policy for tile stores and ScalarE activations -------------------
+_NKI_NAMES = {"arctan": "atan"}  # NKI activation names that differ from the ATen op's
+
+
+def tile_cast(value: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """An engine's FP32 result written to a ``dtype`` tile: RNE, or seeded stochastic rounding under the
+    ``trainium`` policy with ``stochastic_rounding`` (the engines' output cast)."""
+    policy = numerics.policy
+    if policy.active and policy.stochastic_rounding:
+        return round_to(value.float(), dtype, policy)
+    return value.to(dtype)
+
+
+def check_activation_range(name: str, x: torch.Tensor) -> None:
+    """Under the ``trainium`` policy, warn (:class:`NeuronNumericsWarning`) when ScalarE activation ``name``'s
+    input ``x`` leaves the documented valid range (the op's registry record holds it)."""
+    if not numerics.active:
+        return
+    record = _registry.get(_NKI_NAMES.get(name, name))
+    if record is not None and record.valid_range is not None:
+        _check_range(name, record.valid_range, [x])
+
+
 def _check_range(name: str, valid: Any, hargs: list[Any]) -> None:
     x = hargs[0] if hargs else None
     if not isinstance(x, _Tensor) or not x.is_floating_point() or x.numel() == 0:
@@ -301,5 +324,6 @@ def _check_range(name: str, valid: Any, hargs: list[Any]) -> None:
 
 
 __all__ = [
-    "LOW_FLOATS", "autocast_round", "call", "classify", "round_node", "round_stochastic", "round_tf32", "round_to",
+    "LOW_FLOATS", "autocast_round", "call", "check_activation_range", "classify", "round_node", "round_stochastic",
+    "round_tf32", "round_to", "tile_cast",
 ]  # fmt: skip
