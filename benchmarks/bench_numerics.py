@@ -61,7 +61,10 @@ def main() -> None:
     layer, x = block()
     eager = step_of(layer, x)
     exact = {"mode": "exact"}
-    variants = {"trainium": {"mode": "trainium"}, "trainium,autocast=matmult": {"mode": "trainium", "autocast": "matmult"}}
+    variants = {
+        "trainium": {"mode": "trainium"},
+        "trainium,autocast=matmult": {"mode": "trainium", "autocast": "matmult"},
+    }
     rounds: dict[str, list[float]] = {k: [] for k in variants}
     for _ in range(5):  # interleaved: every variant shares the machine's noise with its exact baseline
         for name, policy in variants.items():

@@ -172,3 +172,29 @@ def test_small_mlp_eager_equals_compiled(autocast: str) -> None:
         assert torch.equal(eager, cpu)  # fp32 stays fp32 (Neuron >= 2.27's default)
     else:
         assert 1e-4 < (eager - cpu).abs().max().item() < 0.1
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(1, 6), st.integers(1, 300), st.integers(1, 6), st.integers(0, 2**16))
+def test_bf16_mm_is_fp32_accumulation_rounded_once(m: int, k: int, n: int, seed: int) -> None:
+    g = torch.Generator().manual_seed(seed)
+    a, b = torch.randn(m, k, generator=g).bfloat16(), torch.randn(k, n, generator=g).bfloat16()
+    with trn_notebook.numerics("trainium"):
+        got = torch.mm(a.to(N), b.to(N)).cpu()
+    assert torch.equal(got, (a.float() @ b.float()).bfloat16())
+
+
+def test_compiled_stochastic_rounding_is_unbiased() -> None:
+    x = torch.ones(8192, dtype=torch.bfloat16)
+
+    def f(t: torch.Tensor) -> torch.Tensor:
+        return t + 2**-9  # FP32 math: 1 + 2^-9, a quarter of the way from bf16 1.0 to 1 + 2^-7
+
+    with trn_notebook.numerics("trainium", stochastic_rounding=True, seed=4):
+        out = torch.compile(f, backend="neuron")(x.to(N)).cpu().float()
+    assert set(out.unique().tolist()) == {1.0, 1 + 2**-7}
+    assert abs(out.double().mean().item() - (1 + 2**-9)) < 4 * 2**-7 * 0.433 / 8192**0.5
+
+
+def test_cpu_fallback_ops_keep_cpu_numerics() -> None:
+    assert classify(torch.ops.aten.linalg_qr.default)[0] == "host"  # the host CPU computes it on hardware too
