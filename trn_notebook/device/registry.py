@@ -261,6 +261,8 @@ def op(
         lower = ()
     if category is not None and category not in CATEGORIES:
         raise ValueError(f"{name}: unknown category {category!r}; valid: {', '.join(CATEGORIES)}")
+    if isinstance(facts.get("valid_range"), tuple):  # (lo, hi, text[, magnitude]) in the table
+        facts["valid_range"] = ValidRange(*facts["valid_range"])  # type: ignore[misc]
     return OpRecord(name, category, reason, lower=lower, transcendental=trans, **facts)  # type: ignore[arg-type]
 
 
