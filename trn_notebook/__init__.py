@@ -45,7 +45,25 @@ _COMPILER_NAMES = frozenset({"BucketPolicy", "bucketed", "compile", "explain", "
 _LAZY_SUBMODULES = frozenset({"cache", "compat", "compiler", "nki", "widgets", "zoo"})
 
 
+# The numerics policy (trn_notebook.device.numerics): set_numerics, numerics(...) as a context manager
+_NUMERICS_NAMES = {
+    "set_numerics": "set_numerics",
+    "numerics": "numerics_scope",
+    "numerics_policy": "numerics_policy",
+    "NumericsPolicy": "NumericsPolicy",
+    "NeuronNumericsWarning": "NeuronNumericsWarning",
+}
+
+
 def __getattr__(name: str) -> object:
+    if name in _NUMERICS_NAMES:
+        from .device import numerics as _numerics
+
+        return getattr(_numerics, _NUMERICS_NAMES[name])
+    if name == "numerics_ratio":  # the AWS three-way ratio (trn_notebook.numerics_ratio)
+        from .numerics_ratio import numerics_ratio
+
+        return numerics_ratio
     if name == "nki_op":  # custom tile kernels as torch custom ops (trn_notebook.nki, loaded on first use)
         from .nki import nki_op
 
@@ -114,6 +132,8 @@ def _jupyter_labextension_paths() -> list[dict[str, str]]:
 
 __all__ = [
     "BucketPolicy",
+    "NeuronNumericsWarning",
+    "NumericsPolicy",
     "__version__",
     "bucketed",
     "clear_op_tracking",
@@ -125,6 +145,9 @@ __all__ = [
     "get_fallback_ops",
     "memory_timeline",
     "nki_op",
+    "numerics",
+    "numerics_policy",
+    "numerics_ratio",
     "op_table",
     "phase",
     "placement_summary",
@@ -136,6 +159,7 @@ __all__ = [
     "save_trace",
     "set_chip",
     "set_memory_capacity",
+    "set_numerics",
     "set_op_category",
     "suggest_policy",
     "tune",

@@ -111,7 +111,10 @@ def _state_key() -> tuple[Any, ...] | None:
     ]  # fmt: skip
     if any(v is None for v in versions):
         return None
-    return (*versions, get_chip(), current_device(), get_config())  # current_device() allocates nothing
+    from .device.numerics import numerics
+
+    # current_device() allocates nothing
+    return (*versions, get_chip(), current_device(), get_config(), numerics.policy)
 
 
 def state_snapshot(*, force: bool = False) -> tuple[dict[str, Any], bool]:
@@ -157,5 +160,16 @@ def status() -> Card:
             ("peak allocated", fmt_bytes(memory.counters.peak_allocated)),
             ("compile cache", f"{p['cache_hits']} hits, {p['cache_misses']} misses"),
             ("fallback ops", f"{p['fallback_ops']} (see %trn ops)"),
+            *_numerics_rows(),
         ],
     )
+
+
+def _numerics_rows() -> list[tuple[str, str]]:
+    """The numerics mode and, one row each, the parts of the policy the Neuron docs do not publish."""
+    from .device.numerics import numerics_policy
+
+    policy = numerics_policy()
+    rows = [("numerics", policy.label())]
+    rows += [("numerics (assumed)", item) for item in policy.assumed()]
+    return rows

@@ -81,6 +81,7 @@ def build_parser() -> Parser:
     p.add_argument("--cores", type=_positive, help="logical NeuronCores per chip")
     p.add_argument("--blocking", action=argparse.BooleanOptionalAction, help="every op is a sync point")
     p.add_argument("--fusion", action=argparse.BooleanOptionalAction, help="adaptive eager fusion")
+    p.add_argument("--numerics", metavar="MODE[,K=V...]", help="numerics policy: exact | trainium[,autocast=matmult]")
 
     p = add("eager", "(%%trn) run the cell on the device and show what it did")
     p.add_argument("--fusion", action="store_true", help="adaptive eager fusion inside the cell")

@@ -58,16 +58,22 @@ class TrnMagics(Magics):
     # -- device and cells --------------------------------------------------------------------------
     def _cmd_device(self, args: argparse.Namespace, cell: str | None) -> Any:
         if args.target == "show":
-            if any(v is not None for v in (args.chip, args.cores, args.blocking, args.fusion)):
+            if any(v is not None for v in (args.chip, args.cores, args.blocking, args.fusion, args.numerics)):
                 raise UsageError("%trn device: options need a device\ncorrect form: %trn device neuron --chip trn3")
             return session.device_card()
         try:
             return session.use_device(
-                args.target, chip=args.chip, cores=args.cores, blocking=args.blocking, fusion=args.fusion
+                args.target,
+                chip=args.chip,
+                cores=args.cores,
+                blocking=args.blocking,
+                fusion=args.fusion,
+                numerics=args.numerics,
             )
         except ValueError as exc:
             raise UsageError(
-                f"%trn device: {exc}\ncorrect form: %trn device neuron [--chip trn2|trn3] [--cores N]"
+                f"%trn device: {exc}\ncorrect form: %trn device neuron [--chip trn2|trn3] [--cores N] "
+                "[--numerics exact|trainium[,autocast=matmult]]"
             ) from None
         except (SimulatorOnlyError, DeviceUnavailableError) as exc:
             raise UsageError(f"%trn device: {exc}") from None

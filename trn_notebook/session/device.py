@@ -11,6 +11,8 @@ from ..backends.base import NA
 from ..device import register
 from ..device.chips import CHIPS as CHIP_SPECS
 from ..device.config import get_config, set_config
+from ..device.numerics import numerics as _numerics
+from ..device.numerics import numerics_policy, parse_numerics
 from ..device.runtime import get_chip, set_chip
 from ..results import Card, fmt_bytes
 from ..status import current_device
@@ -28,7 +30,8 @@ RNG_NOTE = (
 HARDWARE_OPTIONS = (
     "nothing to set in the notebook: the instance decides the chip and cores (NEURON_LOGICAL_NC_CONFIG), "
     "NEURON_LAUNCH_BLOCKING=1 / TORCH_NEURONX_ENABLE_CONCATENATION=1 set before the kernel starts choose "
-    "blocking launches and eager fusion"
+    "blocking launches and eager fusion; on hardware the numerics are the hardware's (the compiler's --auto-cast in "
+    "NEURON_CC_FLAGS chooses the precision)"
 )
 
 
@@ -61,6 +64,7 @@ def device_card() -> Card:
             ("mode", "simulator: device times are modeled by the cost model, never measured on this machine"),
             ("launch blocking", "on (every op is a sync point)" if cfg.launch_blocking else "off (asynchronous)"),
             ("eager fusion", "on" if cfg.eager_fusion else "off"),
+            ("numerics", numerics_policy().label()),
         ],
         [
             "new tensors and modules are created on neuron; `%trn device cpu` switches back",
@@ -116,24 +120,27 @@ def use_device(
     cores: int | None = None,
     blocking: bool | None = None,
     fusion: bool | None = None,
+    numerics: str | None = None,
 ) -> Card:
     """Make ``"neuron"`` or ``"cpu"`` the default device for new tensors and return its card.
 
     For ``"neuron"``: registers the device if needed, selects the chip model / logical cores when
-    given, and sets launch blocking and eager fusion when given (``None`` keeps the current value).
-    Raises ``ValueError`` for an unknown device or chip, or a core count out of range.
+    given, and sets launch blocking, eager fusion and the numerics policy (``"trainium,autocast=matmult"``,
+    see :func:`~trn_notebook.device.numerics.parse_numerics`) when given (``None`` keeps the current value).
+    Raises ``ValueError`` for an unknown device, chip or numerics spec, or a core count out of range.
     """
     if name == "cpu":
-        if chip is not None or cores is not None or blocking is not None or fusion is not None:
-            raise ValueError("--chip, --cores, --blocking and --fusion apply to the neuron device only")
+        if any(v is not None for v in (chip, cores, blocking, fusion, numerics)):
+            raise ValueError("--chip, --cores, --blocking, --fusion and --numerics apply to the neuron device only")
         torch.set_default_device("cpu")
         return device_card()
     if name != "neuron":
         raise ValueError(f"unknown device {name!r}; valid devices: neuron, cpu")
     backend = backends.current()
     if not backend.is_simulator:
-        return _use_hardware(backend, chip=chip, cores=cores, blocking=blocking, fusion=fusion)
+        return _use_hardware(backend, chip=chip, cores=cores, blocking=blocking, fusion=fusion, numerics=numerics)
     register()
+    policy = parse_numerics(numerics) if numerics is not None else None  # validate before changing anything
     if chip is not None or cores is not None:
         set_chip(chip or get_chip().name, cores=cores)
     changes: dict[str, object] = {}
@@ -143,19 +150,27 @@ def use_device(
         changes["eager_fusion"] = fusion
     if changes:
         set_config(**changes)
+    if policy is not None:
+        _numerics.set(policy)
     torch.set_default_device(torch.device("neuron", 0))  # with an index: get_default_device() then allocates nothing
     return device_card()
 
 
 def _use_hardware(
-    backend: backends.Backend, *, chip: str | None, cores: int | None, blocking: bool | None, fusion: bool | None
+    backend: backends.Backend,
+    *,
+    chip: str | None,
+    cores: int | None,
+    blocking: bool | None,
+    fusion: bool | None,
+    numerics: str | None = None,
 ) -> Card:
     """``neuron:0`` of TorchNeuron as the default device.
 
     Raises ``SimulatorOnlyError`` for the simulator's options, :class:`DeviceUnavailableError` when torch has no
     ``neuron`` device type.
     """
-    options = (("chip", chip), ("cores", cores), ("blocking", blocking), ("fusion", fusion))
+    options = (("chip", chip), ("cores", cores), ("blocking", blocking), ("fusion", fusion), ("numerics", numerics))
     given = [f"--{n}" for n, v in options if v is not None]
     if given:
         backend.require_simulator(f"%trn device neuron {' '.join(given)}", HARDWARE_OPTIONS)

@@ -1,0 +1,312 @@
+"""The numerics policy of the simulated device: ``exact`` (CPU PyTorch in the op's dtype) or ``trainium``.
+
+One owner (:data:`numerics`, registered with :mod:`trn_notebook.state` as ``numerics``) holds the policy
+in force. ``trainium`` mirrors the *documented* Neuron precision policy (auto-cast mode and type, FP32
+accumulation, FP32 engine-internal math, RNE or seeded stochastic rounding, int64 → int32 downcast);
+what the docs do not publish is listed by :meth:`NumericsPolicy.assumed`. How each op follows the
+policy is its numerics class in the op registry (:mod:`.numerics_ops`). Sources: docs/numerics.md.
+
+The policy is a setting (like the chip): :func:`trn_notebook.reset` keeps it; restore it with the value
+:func:`set_numerics` returns, or use :func:`numerics_scope` (``trn_notebook.numerics(...)``). Changing it
+drops compiled graphs held in memory (the next call compiles under the new policy; the compile cache key
+includes the policy).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Literal, get_args
+
+import torch
+
+from .. import state as _state
+
+Mode = Literal["exact", "trainium"]
+Autocast = Literal["none", "matmult", "all"]
+AutocastType = Literal["bf16", "fp16", "tf32", "fp8_e4m3"]
+MODES: tuple[str, ...] = get_args(Mode)
+AUTOCASTS: tuple[str, ...] = get_args(Autocast)
+AUTOCAST_TYPES: tuple[str, ...] = get_args(AutocastType)
+ENV_VAR = "TRN_NOTEBOOK_NUMERICS"
+
+_DOCS = "aws-neuron-sdk@81ce03a"
+# Every documented item of the policy: (item, where it is documented). docs/numerics.md has the URLs.
+SOURCED: tuple[tuple[str, str], ...] = (
+    ("auto-cast none/matmult/all to bf16/fp16/tf32/fp8_e4m3", f"{_DOCS} compiler/neuronx-cc/api-reference-guide/index.rst L102-121"),
+    ("auto-cast default 'none' since Neuron 2.27.0 (before: 'matmult')", f"{_DOCS} release-notes/components/compiler.rst L279-294"),
+    ("mixed-precision accumulation (softmax, layernorm) on by default", f"{_DOCS} release-notes/components/compiler.rst L279-294"),
+    ("TensorE/PSUM accumulate in FP32, output rounded to the output dtype", f"{_DOCS} nki/guides/architecture/trainium_inferentia2_arch.rst L103-105, L264-270, L836"),
+    ("VectorE/ScalarE compute in FP32 with casts at the boundaries", f"{_DOCS} nki/guides/architecture/trainium_inferentia2_arch.rst L312-318, L418-423"),
+    ("ScalarE activation valid input ranges (log, sin, arctan, sqrt, rsqrt, reciprocal)", f"{_DOCS} nki/api/nki.api.shared.rst L137-175"),
+    ("RNE rounding; stochastic rounding off by default, seed default 0", f"{_DOCS} neuron-runtime/guides/nrt-developer-guide.rst L1067, L1112"),
+    ("int64 downcast to int32; integer matmul/all-reduce computed in FP32 (lossy above 2^24)", "trn2-model-figures.md 'Numerics' (neuronx-cc --native-int64)"),
+)  # fmt: skip
+ASSUMED: tuple[str, ...] = (
+    "ScalarE approximation error: not published; activations inside their range return the CPU FP32 value",
+    "invalid output outside an activation's range: not published; the CPU value is kept and a warning is raised",
+    "accumulation order inside a tile and denormal/flush-to-zero behaviour: not published; CPU order, no flush",
+    "auto-cast matmult keeps the FP32 PSUM result as the op's FP32 output (no second rounding)",
+    "auto-cast all rounds every FP32 op's inputs and its result through the cast type (stored as FP32)",
+    "low-precision elementwise/reduction ops: the CPU kernel's FP32-internal math and one RNE rounding stand in "
+    "for VectorE/ScalarE's (documented as FP32 internally; the exact sequence of casts is not)",
+    "fp8_e4m3 auto-cast uses torch.float8_e4m3fn conversion (overflow gives NaN, no saturation)",
+    "stochastic rounding draws from one seeded torch.Generator per session (the hardware's RNG is not published)",
+    "mixed_precision_accumulation=False is not modeled below FP32 (the CPU kernels accumulate in FP32)",
+    "int64 downcast wraps values modulo 2^32 (two's complement), as a C int32 conversion does",
+    "TorchNeuron's own fp32 and stochastic-rounding defaults: not documented; fp32 stays fp32",
+)  # fmt: skip
+
+
+class NeuronNumericsWarning(UserWarning):
+    """An op's input lies outside the range the Trainium engine computes it for (its output is invalid there)."""
+
+
+@dataclass(frozen=True)
+class NumericsPolicy:
+    """One precision policy: ``mode`` plus the documented knobs (meaningful in ``trainium`` mode)."""
+
+    mode: Mode = "exact"
+    autocast: Autocast = "none"
+    autocast_type: AutocastType = "bf16"
+    mixed_precision_accumulation: bool = True
+    stochastic_rounding: bool = False
+    seed: int | None = None
+    downcast_int64: bool = True
+    chip: str | None = None
+
+    def __post_init__(self) -> None:
+        _check(self)
+
+    @property
+    def active(self) -> bool:
+        """True when ops follow the Trainium policy (``mode == "trainium"``)."""
+        return self.mode == "trainium"
+
+    @property
+    def cast_dtype(self) -> torch.dtype:
+        """The torch dtype auto-cast rounds to (``tf32`` is FP32 storage with a 10-bit mantissa)."""
+        return _CAST_DTYPES[self.autocast_type]
+
+    def label(self) -> str:
+        """One line: ``exact (CPU PyTorch in each op's dtype)`` or the trainium knobs."""
+        if not self.active:
+            return "exact (CPU PyTorch in each op's dtype; not Trainium's precision)"
+        cast = "none" if self.autocast == "none" else f"{self.autocast}->{self.autocast_type}"
+        rounding = f"stochastic(seed={self.seed or 0})" if self.stochastic_rounding else "RNE"
+        return (
+            f"trainium (auto-cast {cast}, FP32 accumulation, rounding {rounding}, "
+            f"int64 {'->int32' if self.downcast_int64 else 'native'}"
+            f"{', mixed-precision accumulation' if self.mixed_precision_accumulation else ''}"
+            f"{f', chip {self.chip}' if self.chip else ''})"
+        )
+
+    def sourced(self) -> tuple[tuple[str, str], ...]:
+        """The documented parts of the policy, each with its source (document and lines)."""
+        return SOURCED if self.active else ()
+
+    def assumed(self) -> tuple[str, ...]:
+        """The parts the Neuron docs do not publish, and what the simulator assumes for each."""
+        return ASSUMED if self.active else ("exact mode: CPU PyTorch numerics, not a model of Trainium",)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The policy's fields by name (for cache keys and reports)."""
+        return dataclasses.asdict(self)
+
+
+_CAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "tf32": torch.float32, "fp8_e4m3": torch.float8_e4m3fn}
+
+
+def _one_of(name: str, value: object, valid: tuple[str, ...]) -> None:
+    if value not in valid:
+        raise ValueError(f"numerics {name}={value!r} is not valid; use one of {', '.join(map(repr, valid))}")
+
+
+def _check(p: NumericsPolicy) -> None:
+    _one_of("mode", p.mode, MODES)
+    _one_of("autocast", p.autocast, AUTOCASTS)
+    _one_of("autocast_type", p.autocast_type, AUTOCAST_TYPES)
+    for name in ("mixed_precision_accumulation", "stochastic_rounding", "downcast_int64"):
+        if not isinstance(getattr(p, name), bool):
+            raise TypeError(f"numerics {name} must be True or False, got {getattr(p, name)!r}")
+    if p.seed is not None and (isinstance(p.seed, bool) or not isinstance(p.seed, int) or p.seed < 0):
+        raise ValueError(f"numerics seed must be a non-negative int or None, got {p.seed!r}")
+    if p.chip is not None:
+        from .chips import get_chip_spec
+
+        get_chip_spec(p.chip)  # raises ValueError naming the chips
+
+
+class _Numerics:
+    """The owner of the policy in force, the stochastic-rounding generator and the warnings already shown."""
+
+    def __init__(self, policy: NumericsPolicy) -> None:
+        self.lock = threading.Lock()
+        self.policy = policy
+        self.active = policy.active  # the one cheap check of the per-op path
+        self.generator = torch.Generator()
+        self.generator.manual_seed(policy.seed or 0)
+        self.warned: set[tuple[str, str]] = set()
+        self.version = 0  # bumps on every change (compiled graphs key on the policy itself)
+
+    def set(self, policy: NumericsPolicy) -> NumericsPolicy:
+        """Put ``policy`` in force (re-seeds the rounding generator); returns the previous policy."""
+        with self.lock:
+            previous, self.policy = self.policy, policy
+            self.active = policy.active
+            self.generator.manual_seed(policy.seed or 0)
+            self.warned.clear()
+            self.version += 1
+        if previous != policy:
+            _drop_compiled()
+        return previous
+
+    def snapshot(self) -> NumericsPolicy:
+        """The policy in force (frozen)."""
+        return self.policy
+
+    def reset(self) -> None:
+        """Show numerics warnings again and restart the rounding generator from the policy's seed."""
+        with self.lock:
+            self.warned.clear()
+            self.generator.manual_seed(self.policy.seed or 0)
+
+
+def _drop_compiled() -> None:
+    """A new policy needs new compiles (the auto-cast is a compiler flag on hardware too): drop the compiled
+    frames and graphs held in memory (the owners :func:`trn_notebook.reset` drops with ``compiled=True``)."""
+    for r in _state.registrations().values():
+        if r.reset == "compiled":
+            r.owner.reset()
+
+
+def parse_numerics(text: str) -> NumericsPolicy:
+    """``"trainium"`` or ``"trainium,autocast=matmult,stochastic_rounding=1,seed=3"`` as a policy.
+
+    Raises ``ValueError`` naming the accepted forms for an unknown mode, key or value.
+    """
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    if not parts:
+        raise ValueError(f"empty numerics spec; use one of {', '.join(MODES)}, e.g. 'trainium,autocast=matmult'")
+    fields = {f.name: f for f in dataclasses.fields(NumericsPolicy)}
+    changes: dict[str, Any] = {"mode": parts[0]}
+    for part in parts[1:]:
+        key, eq, value = part.partition("=")
+        key = key.strip().replace("-", "_")
+        if not eq or key not in fields or key == "mode":
+            valid = ", ".join(k for k in fields if k != "mode")
+            raise ValueError(f"numerics option {part!r} is not KEY=VALUE with KEY one of {valid}")
+        changes[key] = _value(key, value.strip())
+    return NumericsPolicy(**changes)
+
+
+def _value(key: str, value: str) -> Any:
+    if key in ("mixed_precision_accumulation", "stochastic_rounding", "downcast_int64"):
+        word = value.lower()
+        if word in ("1", "true", "yes", "on"):
+            return True
+        if word in ("0", "false", "no", "off"):
+            return False
+        raise ValueError(f"numerics {key}={value!r}: use 1/0, true/false, yes/no or on/off")
+    if key == "seed":
+        if not value.isdigit():
+            raise ValueError(f"numerics seed={value!r}: use a non-negative integer")
+        return int(value)
+    if key == "chip":
+        return value or None
+    return value
+
+
+def _from_env() -> NumericsPolicy:
+    value = os.environ.get(ENV_VAR, "").strip()
+    if not value:
+        return NumericsPolicy()
+    try:
+        return parse_numerics(value)
+    except (ValueError, TypeError) as exc:  # a bad value must not break `import torch` (autoload)
+        from .config import _bad
+
+        _bad(ENV_VAR, value, f"exact or trainium[,KEY=VALUE...] ({exc})")
+        return NumericsPolicy()
+
+
+numerics = _Numerics(_from_env())
+_state.register("numerics", numerics, reset=True)  # reset() keeps the policy; it re-seeds and re-warns
+
+
+def numerics_policy() -> NumericsPolicy:
+    """The numerics policy in force (a frozen :class:`NumericsPolicy`)."""
+    return numerics.policy
+
+
+def _policy_of(mode: str, kwargs: dict[str, Any]) -> NumericsPolicy:
+    base = NumericsPolicy()
+    try:
+        return dataclasses.replace(base, mode=mode, **kwargs)  # type: ignore[arg-type]
+    except TypeError as exc:
+        if "unexpected keyword" in str(exc):
+            valid = ", ".join(f.name for f in dataclasses.fields(NumericsPolicy))
+            raise TypeError(f"unknown numerics option ({exc}); valid: {valid}") from None
+        raise
+
+
+def set_numerics(
+    mode: str = "exact",
+    *,
+    autocast: str = "none",
+    autocast_type: str = "bf16",
+    mixed_precision_accumulation: bool = True,
+    stochastic_rounding: bool = False,
+    seed: int | None = None,
+    downcast_int64: bool = True,
+    chip: str | None = None,
+) -> NumericsPolicy:
+    """Put a numerics policy in force for eager ops and later compiles; returns the previous policy.
+
+    ``mode="trainium"`` follows the documented Neuron policy (docs/numerics.md); ``"exact"`` computes
+    each op with CPU PyTorch in its own dtype. Raises ``ValueError``/``TypeError`` for a bad value
+    (the policy in force does not change).
+    """
+    policy = NumericsPolicy(
+        mode,  # type: ignore[arg-type]
+        autocast,  # type: ignore[arg-type]
+        autocast_type,  # type: ignore[arg-type]
+        mixed_precision_accumulation,
+        stochastic_rounding,
+        seed,
+        downcast_int64,
+        chip,
+    )
+    return numerics.set(policy)
+
+
+@contextlib.contextmanager
+def numerics_scope(mode: str | NumericsPolicy = "trainium", **knobs: Any) -> Iterator[NumericsPolicy]:
+    """``with trn_notebook.numerics("trainium", autocast="matmult"):`` — the policy inside, the previous after.
+
+    Takes the arguments of :func:`set_numerics` (or a :class:`NumericsPolicy`); raises as it does.
+    """
+    policy = mode if isinstance(mode, NumericsPolicy) else _policy_of(mode, knobs)
+    previous = numerics.set(policy)
+    try:
+        yield policy
+    finally:
+        numerics.set(previous)
+
+
+__all__ = [
+    "ASSUMED",
+    "ENV_VAR",
+    "SOURCED",
+    "NeuronNumericsWarning",
+    "NumericsPolicy",
+    "numerics",
+    "numerics_policy",
+    "numerics_scope",
+    "parse_numerics",
+    "set_numerics",
+]
