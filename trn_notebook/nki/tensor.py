@@ -236,6 +236,116 @@ class NkiTensor:
     def T(self) -> NkiTensor:
         raise fail("on-chip transposes are instructions: use nisa.nc_transpose(dst=..., data=t) or nl.transpose(t)")
 
+    # -- operators: NKI's tile arithmetic, each the nl function of the same name (a new SBUF tile) -------------
+    def _binary(self, name: str, other: Any, reverse: bool = False) -> NkiTensor:
+        from . import language as nl
+
+        fn = getattr(nl, name)
+        return fn(other, self) if reverse else fn(self, other)
+
+    def __add__(self, other: Any) -> NkiTensor:
+        """``a + b``: ``nl.add(a, b)``."""
+        return self._binary("add", other)
+
+    def __radd__(self, other: Any) -> NkiTensor:
+        return self._binary("add", other, reverse=True)
+
+    def __sub__(self, other: Any) -> NkiTensor:
+        """``a - b``: ``nl.subtract(a, b)``."""
+        return self._binary("subtract", other)
+
+    def __rsub__(self, other: Any) -> NkiTensor:
+        return self._binary("subtract", other, reverse=True)
+
+    def __mul__(self, other: Any) -> NkiTensor:
+        """``a * b``: ``nl.multiply(a, b)``."""
+        return self._binary("multiply", other)
+
+    def __rmul__(self, other: Any) -> NkiTensor:
+        return self._binary("multiply", other, reverse=True)
+
+    def __truediv__(self, other: Any) -> NkiTensor:
+        """``a / b``: ``nl.divide(a, b)``."""
+        return self._binary("divide", other)
+
+    def __rtruediv__(self, other: Any) -> NkiTensor:
+        return self._binary("divide", other, reverse=True)
+
+    def __mod__(self, other: Any) -> NkiTensor:
+        """``a % b``: ``nl.mod(a, b)``."""
+        return self._binary("mod", other)
+
+    def __rmod__(self, other: Any) -> NkiTensor:
+        return self._binary("mod", other, reverse=True)
+
+    def __pow__(self, other: Any) -> NkiTensor:
+        """``a ** b``: ``nl.power(a, b)``."""
+        return self._binary("power", other)
+
+    def __rpow__(self, other: Any) -> NkiTensor:
+        return self._binary("power", other, reverse=True)
+
+    def __and__(self, other: Any) -> NkiTensor:
+        """``a & b``: ``nl.bitwise_and(a, b)`` (integer tiles)."""
+        return self._binary("bitwise_and", other)
+
+    def __rand__(self, other: Any) -> NkiTensor:
+        return self._binary("bitwise_and", other, reverse=True)
+
+    def __or__(self, other: Any) -> NkiTensor:
+        """``a | b``: ``nl.bitwise_or(a, b)`` (integer tiles)."""
+        return self._binary("bitwise_or", other)
+
+    def __ror__(self, other: Any) -> NkiTensor:
+        return self._binary("bitwise_or", other, reverse=True)
+
+    def __xor__(self, other: Any) -> NkiTensor:
+        """``a ^ b``: ``nl.bitwise_xor(a, b)`` (integer tiles)."""
+        return self._binary("bitwise_xor", other)
+
+    def __rxor__(self, other: Any) -> NkiTensor:
+        return self._binary("bitwise_xor", other, reverse=True)
+
+    def __lshift__(self, other: Any) -> NkiTensor:
+        """``a << b``: ``nl.left_shift(a, b)`` (integer tiles)."""
+        return self._binary("left_shift", other)
+
+    def __rshift__(self, other: Any) -> NkiTensor:
+        """``a >> b``: ``nl.right_shift(a, b)`` (integer tiles)."""
+        return self._binary("right_shift", other)
+
+    def __lt__(self, other: Any) -> NkiTensor:
+        """``a < b``: ``nl.less(a, b)``."""
+        return self._binary("less", other)
+
+    def __le__(self, other: Any) -> NkiTensor:
+        """``a <= b``: ``nl.less_equal(a, b)``."""
+        return self._binary("less_equal", other)
+
+    def __gt__(self, other: Any) -> NkiTensor:
+        """``a > b``: ``nl.greater(a, b)``."""
+        return self._binary("greater", other)
+
+    def __ge__(self, other: Any) -> NkiTensor:
+        """``a >= b``: ``nl.greater_equal(a, b)``."""
+        return self._binary("greater_equal", other)
+
+    def __neg__(self) -> NkiTensor:
+        """``-a``: ``nl.negative(a)``."""
+        from . import language as nl
+
+        return nl.negative(self)
+
+    def __matmul__(self, other: Any) -> NkiTensor:
+        raise fail("`a @ b` is not a tile operator in NKI; use nl.matmul(a, b) (into PSUM) or nisa.nc_matmul")
+
+    def __bool__(self) -> bool:
+        raise fail(
+            "a kernel tile has no truth value (`if tile:`, `if a < b:`): its values exist only when the kernel runs; "
+            "compare element-wise with nl.less / nl.equal ... and combine with arithmetic, or branch on Python "
+            "values (shapes, constants)"
+        )
+
 
 def _check_slice(k: slice, n: int, dim: int, t: NkiTensor) -> None:
     start, stop = k.start, k.stop
