@@ -47,10 +47,7 @@ def _binary_kernel(op, scalar=None, reverse=False):
     @nki.jit
     def kernel(a_input, b_input):
         a, b = nl.load(a_input), nl.load(b_input)
-        if scalar is None:
-            c = op(a, b)
-        else:
-            c = op(scalar, a) if reverse else op(a, scalar)
+        c = op(a, b) if scalar is None else op(scalar, a) if reverse else op(a, scalar)
         out = nl.ndarray(c.shape, dtype=c.dtype, buffer=nl.shared_hbm)
         nl.store(out, c)
         return out
