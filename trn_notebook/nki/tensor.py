@@ -191,11 +191,12 @@ class NkiTensor:
                     "kernel tensors take basic indexing only (int, slice, ..., nl.ds); gather with "
                     "nisa.dma_copy on an .ap(...) view or nl.gather_flattened on hardware"
                 )
+            if isinstance(k, int) and i >= self.data.dim():
+                raise fail(f"too many indices: {self!r} has {self.data.dim()} dims")
+            if isinstance(k, int) and not -self.data.shape[i] <= k < self.data.shape[i]:
+                raise fail(f"index {k} is out of range for dim {i} of size {self.data.shape[i]} ({self!r})")
             if i == 0 and isinstance(k, int) and self.buffer in ON_CHIP:
                 k = slice(k, k + 1 if k != -1 else None)  # the partition dim is kept
-            elif isinstance(k, int):
-                if not -self.data.shape[i] <= k < self.data.shape[i]:
-                    raise fail(f"index {k} is out of range for dim {i} of size {self.data.shape[i]} ({self!r})")
             elif isinstance(k, slice):
                 _check_slice(k, int(self.data.shape[i]) if i < self.data.dim() else 0, i, self)
             norm.append(k)
@@ -349,8 +350,11 @@ class NkiTensor:
 
 def _check_slice(k: slice, n: int, dim: int, t: NkiTensor) -> None:
     start, stop = k.start, k.stop
-    if k.step is not None and k.step < 1:
-        raise fail(f"slice step must be >= 1, got {k.step} (dim {dim} of {t!r})")
+    if k.step is not None and not 1 <= k.step <= max(n, 1):
+        raise fail(
+            f"slice step must be between 1 and the dim's size {n}, got {k.step} (dim {dim} of {t!r}); "
+            "a larger step selects one element: index it (or use nl.ds(start, 1))"
+        )
     if (start is not None and not -n <= start <= n) or (stop is not None and not -n <= stop <= n):
         raise fail(f"slice {start}:{stop} is out of range for dim {dim} of size {n} ({t!r})")
     lo = 0 if start is None else (start + n if start < 0 else start)
