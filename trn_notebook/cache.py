@@ -29,6 +29,7 @@ from .compiler.buckets import BucketedCallable
 from .compiler.text import parse_graph
 from .compiler.warmup import WarmupSummary
 from .limits import LimitError, check_json_shape, read_limited
+from .outfiles import check_writable
 
 BUNDLE_FORMAT = "trn-notebook-cache-bundle"
 BUNDLE_VERSION = 1
@@ -114,8 +115,10 @@ def export(path: str | Path, keys: list[str] | None = None) -> BundleSummary:
     A graph that calls a custom tile kernel (``nki_op``) is left out with a :class:`BundleWarning`
     naming it and its kernels (listed in the summary's ``left_out``): the kernel is Python code that
     a bundle, being data only, cannot carry. Raises ``CacheDirError`` when your cache directory is not
-    usable and ``ValueError`` when there is nothing to export or a requested key is missing.
+    usable, ``ValueError`` when there is nothing to export or a requested key is missing, and ``OSError``
+    (before any work) when ``path`` cannot be written (its folder missing, not yours ...).
     """
+    path = check_writable(path, "cache bundle")
     d = _cache.usable_dir(create=False)
     wanted = None if keys is None else set(keys)
     entries = []
@@ -129,9 +132,9 @@ def export(path: str | Path, keys: list[str] | None = None) -> BundleSummary:
         text = _trust.read_regular(d / f"{key}.ir", _trust.MAX_ENTRY_BYTES).decode("utf-8")
         try:
             _cache.check_record(record, text)
+            kernels = _kernels_called(text)
         except ValueError:
-            continue  # an entry of another build: it would be refused on import anyway
-        kernels = _kernels_called(text)
+            continue  # an entry of another build (or op set): it would be refused on import anyway
         if kernels:
             graph = str(record.get("graph_name") or key)
             _leave_out("is left out of the bundle", graph, kernels)
@@ -155,7 +158,6 @@ def export(path: str | Path, keys: list[str] | None = None) -> BundleSummary:
     }
     sha = _digest(body)
     data = json.dumps({**body, "sha256": sha}, indent=1, sort_keys=True).encode()
-    path = Path(path).expanduser()
     _cache._atomic_write(path, data)
     os.chmod(path, 0o644)  # a file we just created, meant to be shared read-only
     return BundleSummary(str(path), len(entries), len(data), sha, left_out=tuple(left_out))
@@ -168,6 +170,8 @@ def _read_raw(path: Path) -> bytes:
         raise BundleError(f"{exc}; nothing was imported") from None
     except ValueError as exc:  # not a regular file
         raise BundleError(str(exc)) from None
+    except OSError as exc:
+        raise BundleError(f"cannot read the bundle {path}: {exc.strerror or exc}; nothing was imported") from None
 
 
 def _declared_sha(raw: bytes) -> str:
