@@ -20,6 +20,7 @@ from .device.allocator import allocator_timeline_columns
 from .device.clocks import clocks
 from .device.placement import PlacementEntry, placement_log
 from .device.runtime import allocator
+from .outfiles import check_writable
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -115,7 +116,7 @@ def save_trace(path: str | Path) -> Path:
         "torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]), "
         "then prof.export_chrome_trace(path)",
     )
-    path = Path(path)
+    path = check_writable(path, "trace")
     path.write_text(json.dumps(clocks.chrome_trace()), encoding="utf-8")
     return path
 

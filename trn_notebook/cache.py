@@ -16,6 +16,7 @@ import json
 import os
 import re
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from .compiler.buckets import BucketedCallable
 from .compiler.text import parse_graph
 from .compiler.warmup import WarmupSummary
 from .limits import LimitError, check_json_shape, read_limited
+from .outfiles import check_writable
 
 BUNDLE_FORMAT = "trn-notebook-cache-bundle"
 BUNDLE_VERSION = 1
@@ -55,6 +57,10 @@ class BundleError(ValueError):
     """A bundle was refused as a whole (the message says why); nothing was imported."""
 
 
+class BundleWarning(UserWarning):
+    """A graph was left out of a bundle (export) or skipped (import); the message names it and why."""
+
+
 @dataclass(frozen=True)
 class BundleSummary:
     """What an export wrote or an import accepted."""
@@ -64,10 +70,39 @@ class BundleSummary:
     bytes: int
     sha256: str
     already_present: int = 0
+    left_out: tuple[str, ...] = ()
+    """Graphs not exported / not imported because they call custom tile kernels (``nki_op``), by graph name."""
 
     def __str__(self) -> str:
         extra = f" ({self.already_present} already in your cache)" if self.already_present else ""
+        if self.left_out:
+            extra += f"; left out (custom kernels, not data): {', '.join(self.left_out)}"
         return f"{self.entries} entries, {self.bytes} bytes, sha256 {self.sha256} — {self.path}{extra}"
+
+
+def _kernels_called(text: str) -> list[str]:
+    """The custom tile kernels (``'ns::name'``) an entry's IR calls through ``kernel_call``.
+
+    A kernel is Python code registered with ``nki_op`` in the process that compiled the graph, not
+    data a bundle can carry: the importer's process would have no kernel to run.
+    """
+    found = []
+    for node in parse_graph(text).nodes:
+        if node.op == "kernel_call" and node.args and isinstance(node.args[0], str):
+            name = node.args[0].partition("@")[0]
+            if name not in found:
+                found.append(name)
+    return found
+
+
+def _leave_out(what: str, graph: str, kernels: list[str]) -> None:
+    warnings.warn(
+        f"cache bundle: graph {graph!r} {what}: it calls the custom kernel(s) {', '.join(kernels)} "
+        "(trn_notebook.nki_op), which are code, not data; whoever uses the bundle compiles that graph "
+        "after running the cell that defines the kernel",
+        BundleWarning,
+        stacklevel=3,
+    )
 
 
 def _digest(body: dict[str, Any]) -> str:
@@ -77,12 +112,18 @@ def _digest(body: dict[str, Any]) -> str:
 def export(path: str | Path, keys: list[str] | None = None) -> BundleSummary:
     """Write your authenticated cache entries (all, or ``keys``) to a bundle at ``path``.
 
-    Raises ``CacheDirError`` when your cache directory is not usable and ``ValueError`` when
-    there is nothing to export or a requested key is missing.
+    A graph that calls a custom tile kernel (``nki_op``) is left out with a :class:`BundleWarning`
+    naming it and its kernels (listed in the summary's ``left_out``): the kernel is Python code that
+    a bundle, being data only, cannot carry. Raises ``CacheDirError`` when your cache directory is not
+    usable, ``ValueError`` when there is nothing to export or a requested key is missing, and ``OSError``
+    (before any work) when ``path`` cannot be written (its folder missing, not yours ...).
     """
+    path = check_writable(path, "cache bundle")
     d = _cache.usable_dir(create=False)
     wanted = None if keys is None else set(keys)
     entries = []
+    left_out: list[str] = []
+    kernel_keys: set[str] = set()
     for e in _cache.cache_entries():
         if (wanted is not None and e["key"] not in wanted) or not e["authenticated"]:
             continue
@@ -91,13 +132,22 @@ def export(path: str | Path, keys: list[str] | None = None) -> BundleSummary:
         text = _trust.read_regular(d / f"{key}.ir", _trust.MAX_ENTRY_BYTES).decode("utf-8")
         try:
             _cache.check_record(record, text)
+            kernels = _kernels_called(text)
         except ValueError:
-            continue  # an entry of another build: it would be refused on import anyway
+            continue  # an entry of another build (or op set): it would be refused on import anyway
+        if kernels:
+            graph = str(record.get("graph_name") or key)
+            _leave_out("is left out of the bundle", graph, kernels)
+            left_out.append(graph)
+            kernel_keys.add(key)
+            continue
         entries.append({"key": key, "meta": {k: record.get(k) for k in _META_KEYS}, "ir": text})
-    if wanted is not None and {x["key"] for x in entries} != wanted:
-        raise ValueError(f"not in your cache (or not authenticated): {sorted(wanted - {x['key'] for x in entries})}")
+    if wanted is not None and {x["key"] for x in entries} | kernel_keys != wanted:
+        missing = sorted(wanted - {x["key"] for x in entries} - kernel_keys)
+        raise ValueError(f"not in your cache (or not authenticated): {missing}")
     if not entries:
-        raise ValueError(f"no authenticated entries to export in {d}; compile (or warm up) first")
+        why = f" (left out: {', '.join(left_out)} call custom kernels)" if left_out else ""
+        raise ValueError(f"no authenticated entries to export in {d}{why}; compile (or warm up) first")
     body = {
         "format": BUNDLE_FORMAT,
         "version": BUNDLE_VERSION,
@@ -108,10 +158,9 @@ def export(path: str | Path, keys: list[str] | None = None) -> BundleSummary:
     }
     sha = _digest(body)
     data = json.dumps({**body, "sha256": sha}, indent=1, sort_keys=True).encode()
-    path = Path(path).expanduser()
     _cache._atomic_write(path, data)
     os.chmod(path, 0o644)  # a file we just created, meant to be shared read-only
-    return BundleSummary(str(path), len(entries), len(data), sha)
+    return BundleSummary(str(path), len(entries), len(data), sha, left_out=tuple(left_out))
 
 
 def _read_raw(path: Path) -> bytes:
@@ -121,6 +170,8 @@ def _read_raw(path: Path) -> bytes:
         raise BundleError(f"{exc}; nothing was imported") from None
     except ValueError as exc:  # not a regular file
         raise BundleError(str(exc)) from None
+    except OSError as exc:
+        raise BundleError(f"cannot read the bundle {path}: {exc.strerror or exc}; nothing was imported") from None
 
 
 def _declared_sha(raw: bytes) -> str:
@@ -149,7 +200,9 @@ def import_(path: str | Path, *, trust: bool = False) -> BundleSummary:
     The bundle is only read, and bounded before it is parsed (:data:`MAX_BUNDLE_BYTES`,
     :data:`MAX_BUNDLE_VALUES`, :data:`MAX_BUNDLE_ENTRIES`); without ``trust=True`` it is not parsed
     at all. An entry whose key you already have a valid entry for is kept as yours (counted in
-    ``already_present``, not in ``entries``). Raises ``BundleError`` (nothing imported) without
+    ``already_present``, not in ``entries``). An entry calling a custom tile kernel (``nki_op``; a
+    bundle made before such graphs were left out) is skipped with a :class:`BundleWarning` naming it
+    (summary ``left_out``), and the rest is imported. Raises ``BundleError`` (nothing imported) without
     ``trust=True`` (the message gives the bundle's sha256 to compare with the sender's), over a
     limit, on a bad checksum, a bundle of another torch or compiler version (both named), or any
     entry that fails to parse or run (ops outside our op set, results outside their storage);
@@ -183,6 +236,7 @@ def import_(path: str | Path, *, trust: bool = False) -> BundleSummary:
             f"bundle {path} has {len(entries):,} entries, over the limit of {MAX_BUNDLE_ENTRIES:,}; {_RAISE_HINT}"
         )
     checked = []
+    left_out: list[str] = []
     for i, e in enumerate(entries):
         try:
             key, meta, text = e["key"], e["meta"], e["ir"]
@@ -190,9 +244,16 @@ def import_(path: str | Path, *, trust: bool = False) -> BundleSummary:
                 raise ValueError("bad key or IR")
             if not isinstance(meta, dict):
                 raise ValueError("bad metadata")
-            _cache.check_runs(parse_graph(text))
+            kernels = _kernels_called(text)
+            if not kernels:
+                _cache.check_runs(parse_graph(text))
         except Exception as exc:
             raise BundleError(f"bundle {path}: entry {i} is unusable ({exc}); nothing was imported") from None
+        if kernels:
+            graph = str(meta.get("graph_name") or key)
+            _leave_out("is not imported", graph, kernels)
+            left_out.append(graph)
+            continue
         checked.append((key, {k: meta.get(k) for k in _META_KEYS}, text))
     d = _cache.usable_dir(create=True)
     present = written = 0
@@ -202,7 +263,11 @@ def import_(path: str | Path, *, trust: bool = False) -> BundleSummary:
             continue
         _cache.write_entry(d, key, text, {**meta, "imported_from": sha})
         written += 1
-    return BundleSummary(str(path), written, len(raw), sha, present)
+    if not checked:
+        raise BundleError(
+            f"bundle {path}: every entry calls a custom kernel ({', '.join(left_out)}); nothing was imported"
+        )
+    return BundleSummary(str(path), written, len(raw), sha, present, tuple(left_out))
 
 
 def warmup(target: BucketedCallable, *args: Any, progress: bool = True, **kwargs: Any) -> WarmupSummary:
@@ -222,6 +287,7 @@ def warmup(target: BucketedCallable, *args: Any, progress: bool = True, **kwargs
 __all__ = [
     "BundleError",
     "BundleSummary",
+    "BundleWarning",
     "CacheDirError",
     "WarmupSummary",
     "cache_dir",

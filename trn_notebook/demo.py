@@ -5,6 +5,8 @@ Run with ``python -m trn_notebook.demo``.
 
 from __future__ import annotations
 
+import argparse
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -31,9 +33,16 @@ def run(steps: int = 3, seed: int = 0) -> dict[str, object]:
     return {"losses": losses, "summary": trn_notebook.placement_summary()}
 
 
-def main() -> None:
-    """Print the tour's results."""
-    result = run()
+def main(argv: list[str] | None = None) -> None:
+    """Print the tour's results (``--help`` for the options); argparse exits 2 on a bad option."""
+    parser = argparse.ArgumentParser(
+        prog="trn-notebook-demo",
+        description="A 20-second tour of the simulated neuron device: train a tiny MLP, print placement and memory.",
+    )
+    parser.add_argument("--steps", type=int, default=3, help="training steps (default 3)")
+    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    args = parser.parse_args(argv)
+    result = run(steps=args.steps, seed=args.seed)
     summary = result["summary"]
     assert isinstance(summary, dict)
     print(f"device: {torch.neuron.get_device_name()}  ({torch.neuron.device_count()} devices)")

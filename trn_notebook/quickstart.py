@@ -8,6 +8,7 @@ copy (notebooks may write files beside themselves). Exit status 1 if a cell fail
 
 from __future__ import annotations
 
+import argparse
 import shutil
 import sys
 import tempfile
@@ -17,6 +18,7 @@ from pathlib import Path
 from .workshop import PACKAGE_DIR, WorkshopNotFoundError, workshop_dir
 
 QUICKSTART = "01_quickstart.ipynb"
+STATUS_TARGET = "trn-notebook-status"  # magics/status_comm.TARGET_NAME (not imported: it needs IPython)
 
 
 def run_notebook(path: Path, timeout: int = 600) -> tuple[object, float]:
@@ -37,27 +39,51 @@ def run_notebook(path: Path, timeout: int = 600) -> tuple[object, float]:
         # otherwise be the first line this command prints.
         extra_arguments=["--IPKernelApp.log_level=ERROR"],
     )
+    # The kernel opens the status-bar comm for JupyterLab's status item; headless there is no front end to
+    # receive it, and nbclient would log "No handler found for comm target 'trn-notebook-status'" per run.
+    client.comm_open_handlers[STATUS_TARGET] = lambda msg: None
     t0 = time.perf_counter()
     client.execute()
     return nb, time.perf_counter() - t0
 
 
 def summary_text(nb: object) -> str:
-    """The stdout text of the cells tagged ``summary``."""
-    lines = []
+    """The stdout text of the cells tagged ``summary``, one block per cell.
+
+    A cell's stdout may arrive in several stream chunks (split anywhere under load); they are joined as they
+    came, so a chunk boundary never adds or removes a line break.
+    """
+    blocks = []
     for cell in nb.cells:  # type: ignore[attr-defined]
         if cell.cell_type == "code" and "summary" in cell.metadata.get("tags", []):
-            for out in cell.get("outputs", []):
-                if out.get("output_type") == "stream" and out.get("name") == "stdout":
-                    lines.append(out["text"].rstrip())
-    return "\n".join(lines)
+            chunks = [
+                out["text"]
+                for out in cell.get("outputs", [])
+                if out.get("output_type") == "stream" and out.get("name") == "stdout"
+            ]
+            text = "".join(chunks).rstrip()
+            if text:
+                blocks.append(text)
+    return "\n".join(blocks)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m trn_notebook.quickstart",
+        description="Execute the quickstart notebook (or NOTEBOOK) headless in a real Jupyter kernel on the "
+        "simulator and print its summary. Needs the lab extra (nbclient, ipykernel). Exit status: 0 ok, "
+        "1 a cell failed, 2 it could not start.",
+    )
+    parser.add_argument("notebook", nargs="?", help=f"a notebook to run instead of the workshop's {QUICKSTART}")
+    parser.add_argument("--timeout", type=int, default=600, help="seconds per cell (default 600)")
+    return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the quickstart (or the notebook given) and print its summary; returns the exit status."""
-    argv = sys.argv[1:] if argv is None else argv
+    args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
     try:
-        path = Path(argv[0]) if argv else workshop_dir() / QUICKSTART
+        path = Path(args.notebook) if args.notebook else workshop_dir() / QUICKSTART
     except WorkshopNotFoundError as exc:
         print(str(exc), file=sys.stderr)
         return 2
@@ -74,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         if packaged:  # never write beside the installed package
             path = Path(shutil.copy(path, Path(scratch) / path.name))
         try:
-            nb, seconds = run_notebook(path)
+            nb, seconds = run_notebook(path, timeout=args.timeout)
         except CellExecutionError as exc:
             print(f"{path.name} failed:\n{exc}", file=sys.stderr)
             return 1

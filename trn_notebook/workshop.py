@@ -30,6 +30,27 @@ def workshop_dir() -> Path:
     )
 
 
+WORKSHOP_DOCS = ("SECURITY.md", "nki-subset.md")
+"""The repository documents the notebooks name (``docs/...``): they ship in the wheel beside the notebooks
+(``trn_notebook/examples/docs/``) and every copied workshop gets them in ``docs/``."""
+
+
+def workshop_docs() -> list[Path]:
+    """The documents the notebooks refer to, from the wheel's ``examples/docs`` or a checkout's ``docs/``.
+
+    Raises :class:`WorkshopNotFoundError` when one is missing from both places.
+    """
+    found = []
+    for name in WORKSHOP_DOCS:
+        for candidate in (workshop_dir() / "docs" / name, PACKAGE_DIR.parent / "docs" / name):
+            if candidate.is_file():
+                found.append(candidate)
+                break
+        else:
+            raise WorkshopNotFoundError(f"the workshop document docs/{name} is missing: reinstall trn-notebook")
+    return found
+
+
 def notebooks() -> list[Path]:
     """The workshop notebooks in order (``01_quickstart.ipynb`` …); raises :class:`WorkshopNotFoundError`."""
     return sorted(workshop_dir().glob("*.ipynb"))
@@ -45,6 +66,10 @@ def copy_workshop(dest: str | Path, *, overwrite: bool = False) -> list[Path]:
     dest = Path(dest).expanduser()
     files = sorted(p for p in source.rglob("*") if p.is_file() and ".ipynb_checkpoints" not in p.parts)
     targets = [dest / p.relative_to(source) for p in files]
+    for doc in workshop_docs():  # the notebooks say "see docs/SECURITY.md": it is there in the copy
+        if dest / "docs" / doc.name not in targets:
+            files.append(doc)
+            targets.append(dest / "docs" / doc.name)
     clashes = [t for t in targets if t.exists()]
     if clashes and not overwrite:
         names = ", ".join(t.name for t in clashes[:4]) + (" …" if len(clashes) > 4 else "")

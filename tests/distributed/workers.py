@@ -280,3 +280,30 @@ def hangs_on_rank_1(rank: int, world: int) -> None:
     if rank == 1:
         time.sleep(600)  # STUCK-LINE
     dist.all_reduce(torch.ones(2, device="neuron"))  # HANG-LINE
+
+
+def full_tensor_many(rank: int, world: int, iters: int) -> None:
+    """FSDP2's ``full_tensor()`` sequence ``iters`` times on neuron, each gather equal to the unsharded tensor.
+
+    Before issue 34's fix this hung within a few hundred to a few thousand gathers under load (gloo's
+    worker waiting for the GIL that PyTorch's C++ ``wait_tensor`` held); see
+    ``benchmarks/bench_full_tensor_hang.py``.
+    """
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.tensor import Shard, distribute_tensor
+
+    mesh = init_device_mesh("neuron", (world,))
+    torch.manual_seed(0)
+    base = MLP()
+    model = MLP().to("neuron")
+    model.load_state_dict(base.state_dict())
+    fully_shard(model, mesh=mesh)
+    for (name, want), got in zip(base.named_parameters(), model.parameters()):
+        assert torch.equal(got.full_tensor().cpu(), want.detach()), name
+    whole = torch.arange(64.0).reshape(16, 4)
+    dt = distribute_tensor(whole.to("neuron"), mesh, [Shard(0)])
+    for i in range(iters):
+        full = dt.full_tensor()
+        if i % 500 == 0 or i == iters - 1:
+            assert torch.equal(full.cpu(), whole), f"gather {i}"

@@ -54,3 +54,19 @@ def test_cache_export_and_import_need_explicit_trust(ip, fresh_compiler, tmp_pat
     with pytest.raises(UsageError, match="--trust only goes with --import"):
         line(ip, "cache --trust")
     assert "imported" in line(ip, f"cache --import {bundle} --trust").text()
+
+
+def test_path_arguments_that_cannot_work_are_usage_errors_before_any_work(ip, tmp_path, fresh_device):
+    # Issue 31 (low): a few %trn arguments reached FileNotFoundError / "[Errno 21] Is a directory: 5".
+    missing = tmp_path / "no" / "such"
+    with pytest.raises(UsageError, match=r"cannot read the bundle .*nope\.trncache: No such file"):
+        line(ip, f"cache --import {tmp_path / 'nope.trncache'} --trust")
+    with pytest.raises(UsageError, match=r"cannot read the bundle .*: Is a directory; nothing was imported"):
+        line(ip, f"cache --import {tmp_path} --trust")
+    with pytest.raises(UsageError, match=r"cannot write the cache bundle .* does not exist; create it first"):
+        line(ip, f"cache --export {missing / 'class.trncache'}")
+    ip.user_ns.pop("ran_profiled", None)
+    with pytest.raises(UsageError, match=r"--save: cannot write the trace .* does not exist"):
+        ip.run_cell_magic("trn", f"profile --save {missing / 't.json'}", "ran_profiled = True")
+    assert "ran_profiled" not in ip.user_ns  # refused before the cell ran
+    assert line(ip, "status") is not None  # the session goes on

@@ -93,3 +93,23 @@ def test_trn_report_reads_the_session_at_render_time_not_when_the_model_was_meas
     assert "1 miss" in rows[4][1], rows[4][1]
     assert "linalg_qr" in rows[2][1], rows[2][1]
     assert rows[1][1].startswith("PASS")  # the model's numerics, measured by the report call, are kept
+
+
+def test_each_view_escapes_for_its_own_format_and_the_text_view_not_at_all(fresh_device):
+    # Issue 34 item 8: str(report) showed `torch 2.13.0\+cpu`, `trn\_notebook`, `torch&gt;=2.13,&lt;2.15`.
+    import trn_notebook
+
+    trn_notebook.device.policy.set("<b>x_y</b>", "cpu_fallback")
+    try:
+        rep = report()
+        text, md, html = str(rep), rep.to_markdown(), rep._repr_html_()
+    finally:
+        trn_notebook.device.policy.clear("<b>x_y</b>")
+    assert text == rep.text() and repr(rep) == text
+    for plain in (f"torch {torch.__version__}", "trn_notebook simulator", "torch>=2.13,<2.15", "<b>x_y</b>"):
+        assert plain in text, plain
+    assert "\\" not in text and "&lt;" not in text and "&gt;" not in text
+    assert "1. Does the model run?" in text and "Common ambiguity: Hiding compilation" in text
+    assert torch.__version__.replace("+", "\\+") in md and "trn\\_notebook" in md and "&lt;b&gt;x\\_y" in md
+    assert "<b>x_y</b>" not in md and "<b>x_y</b>" not in html and "&lt;b&gt;x_y&lt;/b&gt;" in html
+    assert "torch&gt;=2.13,&lt;2.15" in html and "\\+" not in html

@@ -55,6 +55,7 @@ def test_built_wheel_runs_the_quickstart_in_a_fresh_venv_outside_the_repository(
         (entry_points,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
         declared = zf.read(entry_points).decode()
     assert {f"trn_notebook/examples/{n}" for n in EXAMPLES} <= names
+    assert {f"trn_notebook/examples/docs/{n}" for n in workshop.WORKSHOP_DOCS} <= names  # what 05 and 11 cite
     assert "trn-notebook-workshop = trn_notebook.workshop:main" in declared
     assert "neuron_sim = trn_notebook.compiler.backend:neuron_backend" in declared
 
@@ -94,6 +95,7 @@ def test_built_wheel_runs_the_quickstart_in_a_fresh_venv_outside_the_repository(
     )
     assert quick.returncode == 0, quick.stdout + quick.stderr
     assert "quickstart: all checks passed" in quick.stdout
+    assert "No handler found for comm target" not in quick.stdout + quick.stderr  # issue 34 item 9
     assert not any((Path(purelib) / "trn_notebook" / "examples").glob("*.json"))  # ran in a scratch copy
 
     copied = subprocess.run(
@@ -101,3 +103,4 @@ def test_built_wheel_runs_the_quickstart_in_a_fresh_venv_outside_the_repository(
     )
     assert copied.returncode == 0, copied.stderr
     assert sorted(p.name for p in (work / "ws").glob("*.ipynb")) == EXAMPLES
+    assert all((work / "ws" / "docs" / n).is_file() for n in workshop.WORKSHOP_DOCS)

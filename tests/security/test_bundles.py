@@ -83,3 +83,65 @@ def test_a_bad_bundle_is_refused_whole(bundle, other_user, change, rehash, match
         user_cache.import_(bundle, trust=True)
     assert not other_user.exists() or user_cache.cache_entries() == []
     assert compile_f()["cache_result"] == "miss"
+
+
+def _softmax_kernel_op():
+    import torch
+
+    from trn_notebook.nki import nki_op
+    from trn_notebook.nki.kernels import softmax_kernel
+
+    if not hasattr(torch.ops.bundletest, "softmax"):
+        nki_op("bundletest::softmax")(softmax_kernel)
+    return torch.ops.bundletest.softmax
+
+
+def _compile_kernel_graph() -> str:
+    """Compile a function calling a custom tile kernel into the cache; its graph name."""
+    import torch
+
+    import trn_notebook
+    from trn_notebook.compiler import compile_log
+
+    op = _softmax_kernel_op()
+
+    def with_kernel(x):
+        return op(x) * 2
+
+    x = torch.randn(128, 64)
+    with torch.no_grad():
+        out = trn_notebook.compile(with_kernel)(x.to("neuron"))
+    torch.testing.assert_close(out.cpu(), torch.softmax(x, -1) * 2, rtol=1e-5, atol=1e-5)
+    return compile_log.snapshot()[-1]["graph_name"]
+
+
+def test_a_graph_calling_a_custom_kernel_is_left_out_with_a_warning_and_the_rest_imports(
+    tmp_path, sec_cache, other_user
+):
+    # Issue 34 item 5: export() included an nki_op graph silently, and import_ then refused the whole bundle
+    # in a fresh process ("kernel_call: no kernel 'demo::add' is registered ... nothing was imported").
+    with override(cache_dir=str(sec_cache), key_file=str(tmp_path / "config" / "cache-hmac.key")):
+        compile_f()
+        graph = _compile_kernel_graph()
+        assert len(user_cache.cache_entries()) == 2
+        with pytest.warns(user_cache.BundleWarning, match=rf"graph '{graph}' is left out.*bundletest::softmax"):
+            summary = user_cache.export(tmp_path / "class.trncache")
+        kernel_ir = next(
+            (sec_cache / f"{e['key']}.ir").read_text() for e in user_cache.cache_entries() if e["graph_name"] == graph
+        )
+    assert summary.entries == 1 and summary.left_out == (graph,) and graph in str(summary)
+    assert "kernel_call" not in Path(summary.path).read_text()
+    assert user_cache.import_(summary.path, trust=True).entries == 1
+    assert compile_f()["cache_result"] == "disk hit"
+
+    # a bundle that carries such a graph anyway (made before this rule): that entry is skipped by name
+    def add_kernel_entry(b):
+        b["entries"].append({"key": "0" * 32, "meta": {"graph_name": graph}, "ir": kernel_ir})
+
+    rewrite(Path(summary.path), add_kernel_entry)
+    trust._keys.clear()
+    with override(cache_dir=str(tmp_path / "third"), key_file=str(tmp_path / "third.key")):
+        with pytest.warns(user_cache.BundleWarning, match=rf"graph '{graph}' is not imported.*bundletest::softmax"):
+            again = user_cache.import_(summary.path, trust=True)
+        assert again.entries == 1 and again.left_out == (graph,)
+        assert [e["graph_name"] for e in user_cache.cache_entries()] != [graph]

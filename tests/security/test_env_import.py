@@ -56,3 +56,23 @@ def test_a_boolean_that_is_not_one_warns_and_keeps_the_default():
         warnings.simplefilter("error")
         for word, expected in (("1", True), ("On", True), ("yes", True), ("0", False), ("off", False)):
             assert DeviceConfig.from_env({"TRN_NOTEBOOK_STRICT": word}).strict is expected
+
+
+@pytest.mark.parametrize(
+    ("name", "field", "default"),
+    [
+        ("TORCH_NEURONX_DISABLE_NEFF_CACHE", "disable_cache", False),
+        ("TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS", "preserve_artifacts", False),
+        ("TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION", "disable_fallback_execution", True),
+    ],
+)
+def test_the_compilers_booleans_read_maybe_as_the_devices_do(name, field, default):
+    # The device's flags were fixed; the compiler's still took `maybe` (anything but 0/false/no/off) as on.
+    from trn_notebook.compiler.config import CompilerConfig
+
+    with pytest.warns(ConfigWarning, match=rf"{name}='maybe' is not valid; accepted: 1/0"):
+        assert getattr(CompilerConfig.from_env({name: "maybe"}), field) is default
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for word, expected in (("1", True), ("ON", True), ("0", False), ("no", False)):
+            assert getattr(CompilerConfig.from_env({name: word}), field) is expected

@@ -88,3 +88,38 @@ def test_an_oversized_snapshot_is_refused_before_it_is_read(tmp_path):
     path.write_bytes(b" " * 2048)
     with pytest.raises(ValueError, match="over the 1,024-byte limit.*max_bytes"):
         recording.load_snapshot_json(path, max_bytes=1024)
+
+
+def _neuron_profile():
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+        (torch.ones(4, device="neuron") * 2).cpu()
+    return prof
+
+
+@pytest.mark.parametrize("where", ["missing-folder", "folder-is-a-file", "path-is-a-folder"])
+def test_a_trace_or_snapshot_to_a_bad_path_is_a_clear_error_and_the_session_goes_on(tmp_path, history, where):
+    # Issue 31 (low): export_chrome_trace into a missing folder gave a raw FileNotFoundError from our merge
+    # (PyTorch's Kineto writer only logs "Failed to write to log file!", so the trace was lost silently).
+    import trn_notebook
+
+    (tmp_path / "a-file").write_text("x")
+    (tmp_path / "a-folder.json").mkdir()
+    target = {
+        "missing-folder": tmp_path / "no" / "such" / "t.json",
+        "folder-is-a-file": tmp_path / "a-file" / "t.json",
+        "path-is-a-folder": tmp_path / "a-folder.json",
+    }[where]
+    match = {"missing-folder": "does not exist; create it first", "folder-is-a-file": "is a file, not a folder"}
+    message = rf"cannot write the (trace|memory snapshot) to .*{match.get(where, 'it is a folder')}"
+    prof = _neuron_profile()
+    with pytest.raises(OSError, match=message):
+        prof.export_chrome_trace(str(target))
+    with pytest.raises(OSError, match=message):
+        trn_notebook.save_trace(target)
+    with pytest.raises(OSError, match=message):
+        recording._dump_snapshot(target.with_suffix(".pickle") if where != "path-is-a-folder" else target)
+    good = tmp_path / "ok.json"
+    prof.export_chrome_trace(str(good))
+    assert json.loads(good.read_text())["traceEvents"]

@@ -82,3 +82,23 @@ def test_shapes_result_counts_graphs_per_bucket(fresh_compiler):
 def test_shapes_result_without_compiles_says_what_will_appear(fresh_compiler):
     text = session.shapes().text()
     assert "no compiled callable has run yet" in text and "%%trn compile" in text
+
+
+def test_shapes_counts_the_graphs_that_exist_not_the_shapes_seen(fresh_compiler):
+    # Issue 31: `%trn shapes` said "14 graphs" when 8 existed (dynamo's recompile_limit: shapes 9-14 ran eagerly).
+    import trn_notebook
+    from trn_notebook.compiler import compile_log
+
+    def scale_rows(x):  # a name no other test compiles
+        return x * 2 + 1
+
+    fn = trn_notebook.compile(scale_rows)
+    limit = torch._dynamo.config.recompile_limit
+    for n in range(1, limit + 7):
+        torch.testing.assert_close(fn(torch.ones(n, 3, device="neuron")).cpu(), torch.full((n, 3), 3.0))
+    records = [r for r in compile_log.snapshot() if r["model_name"] == "scale_rows"]
+    result = session.shapes("scale_rows")
+    assert result.shapes_seen() == limit + 6
+    assert result.graphs("scale_rows") == len(records) == limit
+    assert f"{limit + 6} input shapes seen → {limit} graphs compiled" in result.text()
+    assert "6 ran eagerly" in result.text()

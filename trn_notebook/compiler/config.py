@@ -22,10 +22,11 @@ from .. import state as _state
 
 
 def _flag(env: dict[str, str], name: str, default: bool) -> bool:
-    value = env.get(name)
-    if value is None or value.strip() == "":
-        return default
-    return value.strip().lower() not in {"0", "false", "no", "off"}
+    """A boolean variable read as the device's are: 1/0, true/false, yes/no, on/off; anything else (``maybe``)
+    warns (a ``ConfigWarning`` naming the variable) and keeps the default, never taken as on (issue 31)."""
+    from ..device.config import _flag as device_flag
+
+    return device_flag(env, name, default)
 
 
 @dataclass(frozen=True)

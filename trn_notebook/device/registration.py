@@ -280,7 +280,7 @@ def register() -> None:
 
 
 def _route_accelerator() -> None:
-    """Make ``torch.accelerator``'s device-index and memory functions answer for ``neuron``.
+    """Make ``torch.accelerator``'s device-index, memory and ``synchronize`` functions answer for ``neuron``.
 
     PyTorch implements them in C++ against a ``c10::DeviceAllocator`` and a C++ device guard, which a
     Python backend cannot register: ``memory_allocated()`` hits an internal assert and
@@ -348,3 +348,9 @@ def _route_accelerator() -> None:
     route("reset_peak_memory_stats", figure(module.reset_peak_memory_stats))
     route("empty_cache", module.empty_cache)
     route("get_memory_info", memory_info)
+
+    def synchronize(device: Any = None, /) -> None:  # C++ asks a device guard Python backends cannot provide
+        module._check_index(index_of(device))
+        module.synchronize()
+
+    route("synchronize", synchronize)

@@ -15,6 +15,7 @@ import torch
 from IPython.core.error import UsageError
 from IPython.display import display
 
+from ..outfiles import check_writable
 from ..profiling import profile
 from ..profiling.run import NO_DEVICE_MESSAGE
 from ..results import Message
@@ -46,6 +47,11 @@ def cmd_profile(self: Any, args: argparse.Namespace, cell: str) -> Any:
     ns = shell.user_ns
     if args.save is not None and not str(args.save).endswith(".json"):
         raise UsageError(f"%%trn profile: --save takes a .json path, got {args.save!r}")
+    if args.save is not None:
+        try:  # before the cell runs: a bad path must not cost the profile
+            check_writable(args.save, "trace")
+        except OSError as exc:
+            raise UsageError(f"%%trn profile --save: {exc}") from None
     for _ in range(args.warmup):
         exec(code, ns)
     error: BaseException | None = None

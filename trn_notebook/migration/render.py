@@ -90,8 +90,14 @@ class MigrationReport(Result):
         ]
 
     def text(self) -> str:
-        """The report as Markdown (its plain-text form)."""
-        return self.to_markdown()
+        """The report as plain text (``str(report)``, ``text/plain``): each question, its evidence, its ambiguity.
+
+        Nothing is escaped here: Markdown escaping belongs to :meth:`to_markdown`, HTML escaping to the HTML view.
+        """
+        lines = ["Migration evidence report"]
+        for i, (q, a, amb) in enumerate(self.rows(), 1):
+            lines += ["", f"{i}. {q}", f"   {a}", f"   Common ambiguity: {amb}"]
+        return "\n".join(lines + ([""] + [f"note: {n}" for n in self.notes] if self.notes else [])) + "\n"
 
     def rows(self) -> list[tuple[str, str, str]]:
         """``(question, evidence from this session, common ambiguity)`` for each of the six rows."""
@@ -157,7 +163,7 @@ class MigrationReport(Result):
             "|---|---|---|",
         ]
         for q, a, amb in self.rows():
-            lines.append(f"| {q} | {md_escape(a)} | {amb} |")
+            lines.append(f"| {md_escape(q)} | {md_escape(a)} | {md_escape(amb)} |")
         return "\n".join(lines) + "\n"
 
     def save(self, path: str | Path) -> Path:

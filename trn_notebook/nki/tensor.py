@@ -191,11 +191,12 @@ class NkiTensor:
                     "kernel tensors take basic indexing only (int, slice, ..., nl.ds); gather with "
                     "nisa.dma_copy on an .ap(...) view or nl.gather_flattened on hardware"
                 )
+            if isinstance(k, int) and i >= self.data.dim():
+                raise fail(f"too many indices: {self!r} has {self.data.dim()} dims")
+            if isinstance(k, int) and not -self.data.shape[i] <= k < self.data.shape[i]:
+                raise fail(f"index {k} is out of range for dim {i} of size {self.data.shape[i]} ({self!r})")
             if i == 0 and isinstance(k, int) and self.buffer in ON_CHIP:
                 k = slice(k, k + 1 if k != -1 else None)  # the partition dim is kept
-            elif isinstance(k, int):
-                if not -self.data.shape[i] <= k < self.data.shape[i]:
-                    raise fail(f"index {k} is out of range for dim {i} of size {self.data.shape[i]} ({self!r})")
             elif isinstance(k, slice):
                 _check_slice(k, int(self.data.shape[i]) if i < self.data.dim() else 0, i, self)
             norm.append(k)
@@ -236,11 +237,124 @@ class NkiTensor:
     def T(self) -> NkiTensor:
         raise fail("on-chip transposes are instructions: use nisa.nc_transpose(dst=..., data=t) or nl.transpose(t)")
 
+    # -- operators: NKI's tile arithmetic, each the nl function of the same name (a new SBUF tile) -------------
+    def _binary(self, name: str, other: Any, reverse: bool = False) -> NkiTensor:
+        from . import language as nl
+
+        fn = getattr(nl, name)
+        return fn(other, self) if reverse else fn(self, other)
+
+    def __add__(self, other: Any) -> NkiTensor:
+        """``a + b``: ``nl.add(a, b)``."""
+        return self._binary("add", other)
+
+    def __radd__(self, other: Any) -> NkiTensor:
+        return self._binary("add", other, reverse=True)
+
+    def __sub__(self, other: Any) -> NkiTensor:
+        """``a - b``: ``nl.subtract(a, b)``."""
+        return self._binary("subtract", other)
+
+    def __rsub__(self, other: Any) -> NkiTensor:
+        return self._binary("subtract", other, reverse=True)
+
+    def __mul__(self, other: Any) -> NkiTensor:
+        """``a * b``: ``nl.multiply(a, b)``."""
+        return self._binary("multiply", other)
+
+    def __rmul__(self, other: Any) -> NkiTensor:
+        return self._binary("multiply", other, reverse=True)
+
+    def __truediv__(self, other: Any) -> NkiTensor:
+        """``a / b``: ``nl.divide(a, b)``."""
+        return self._binary("divide", other)
+
+    def __rtruediv__(self, other: Any) -> NkiTensor:
+        return self._binary("divide", other, reverse=True)
+
+    def __mod__(self, other: Any) -> NkiTensor:
+        """``a % b``: ``nl.mod(a, b)``."""
+        return self._binary("mod", other)
+
+    def __rmod__(self, other: Any) -> NkiTensor:
+        return self._binary("mod", other, reverse=True)
+
+    def __pow__(self, other: Any) -> NkiTensor:
+        """``a ** b``: ``nl.power(a, b)``."""
+        return self._binary("power", other)
+
+    def __rpow__(self, other: Any) -> NkiTensor:
+        return self._binary("power", other, reverse=True)
+
+    def __and__(self, other: Any) -> NkiTensor:
+        """``a & b``: ``nl.bitwise_and(a, b)`` (integer tiles)."""
+        return self._binary("bitwise_and", other)
+
+    def __rand__(self, other: Any) -> NkiTensor:
+        return self._binary("bitwise_and", other, reverse=True)
+
+    def __or__(self, other: Any) -> NkiTensor:
+        """``a | b``: ``nl.bitwise_or(a, b)`` (integer tiles)."""
+        return self._binary("bitwise_or", other)
+
+    def __ror__(self, other: Any) -> NkiTensor:
+        return self._binary("bitwise_or", other, reverse=True)
+
+    def __xor__(self, other: Any) -> NkiTensor:
+        """``a ^ b``: ``nl.bitwise_xor(a, b)`` (integer tiles)."""
+        return self._binary("bitwise_xor", other)
+
+    def __rxor__(self, other: Any) -> NkiTensor:
+        return self._binary("bitwise_xor", other, reverse=True)
+
+    def __lshift__(self, other: Any) -> NkiTensor:
+        """``a << b``: ``nl.left_shift(a, b)`` (integer tiles)."""
+        return self._binary("left_shift", other)
+
+    def __rshift__(self, other: Any) -> NkiTensor:
+        """``a >> b``: ``nl.right_shift(a, b)`` (integer tiles)."""
+        return self._binary("right_shift", other)
+
+    def __lt__(self, other: Any) -> NkiTensor:
+        """``a < b``: ``nl.less(a, b)``."""
+        return self._binary("less", other)
+
+    def __le__(self, other: Any) -> NkiTensor:
+        """``a <= b``: ``nl.less_equal(a, b)``."""
+        return self._binary("less_equal", other)
+
+    def __gt__(self, other: Any) -> NkiTensor:
+        """``a > b``: ``nl.greater(a, b)``."""
+        return self._binary("greater", other)
+
+    def __ge__(self, other: Any) -> NkiTensor:
+        """``a >= b``: ``nl.greater_equal(a, b)``."""
+        return self._binary("greater_equal", other)
+
+    def __neg__(self) -> NkiTensor:
+        """``-a``: ``nl.negative(a)``."""
+        from . import language as nl
+
+        return nl.negative(self)
+
+    def __matmul__(self, other: Any) -> NkiTensor:
+        raise fail("`a @ b` is not a tile operator in NKI; use nl.matmul(a, b) (into PSUM) or nisa.nc_matmul")
+
+    def __bool__(self) -> bool:
+        raise fail(
+            "a kernel tile has no truth value (`if tile:`, `if a < b:`): its values exist only when the kernel runs; "
+            "compare element-wise with nl.less / nl.equal ... and combine with arithmetic, or branch on Python "
+            "values (shapes, constants)"
+        )
+
 
 def _check_slice(k: slice, n: int, dim: int, t: NkiTensor) -> None:
     start, stop = k.start, k.stop
-    if k.step is not None and k.step < 1:
-        raise fail(f"slice step must be >= 1, got {k.step} (dim {dim} of {t!r})")
+    if k.step is not None and not 1 <= k.step <= max(n, 1):
+        raise fail(
+            f"slice step must be between 1 and the dim's size {n}, got {k.step} (dim {dim} of {t!r}); "
+            "a larger step selects one element: index it (or use nl.ds(start, 1))"
+        )
     if (start is not None and not -n <= start <= n) or (stop is not None and not -n <= stop <= n):
         raise fail(f"slice {start}:{stop} is out of range for dim {dim} of size {n} ({t!r})")
     lo = 0 if start is None else (start + n if start < 0 else start)

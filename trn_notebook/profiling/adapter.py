@@ -27,6 +27,7 @@ import torch.autograd.profiler as _ap
 
 from .. import state as _state
 from ..device.autoload import real_backend_present
+from ..outfiles import check_writable
 from .kineto import TRACE_SEPARATORS
 from .link import link, simulator_kernels
 from .merge import merge_trace
@@ -100,8 +101,10 @@ def install() -> None:
         return result
 
     def export_chrome_trace(self: Any, path: Any, *args: Any, **kwargs: Any) -> Any:
-        result = orig_export(self, path, *args, **kwargs)
         session = getattr(self, "_trn_session", None)
+        if session is not None:  # Kineto only logs a failed write; a neuron profile's trace is never lost silently
+            check_writable(path, "trace")
+        result = orig_export(self, path, *args, **kwargs)
         if session is not None and str(path).endswith(".json"):
             merge_file(path, session, device_lanes_wanted(self))
         return result

@@ -8,6 +8,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from ..outfiles import check_writable
 from .kineto import TRACE_SEPARATORS
 
 
@@ -32,6 +33,6 @@ def trace_dict(prof: Any) -> dict[str, Any]:
 
 def save_trace_dict(trace: dict[str, Any], path: str | Path) -> Path:
     """Write a trace dict as compact JSON (``.json``); returns the path. Raises ``OSError`` on failure."""
-    p = Path(path)
+    p = check_writable(path, "trace")
     p.write_text(json.dumps(trace, separators=TRACE_SEPARATORS), encoding="utf-8")
     return p

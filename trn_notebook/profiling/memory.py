@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from .. import state as _state
 from ..device.placement import _SKIP_DIRS
 from ..device.runtime import allocator
+from ..outfiles import check_writable
 from .recorder import _format_source
 from .safe_write import refuse_foreign, write_atomic
 
@@ -188,7 +189,7 @@ def _dump_snapshot(filename: str | Path = "dump_snapshot.pickle") -> Path:
     ``FileExistsError`` before writing anything if the JSON twin's name is taken by a file that is
     not one of our snapshots (e.g. your ``results.json`` beside ``results.pickle``), ``OSError``.
     """
-    path = Path(filename)
+    path = check_writable(filename, "memory snapshot")
     twin = path.with_suffix(".json")
     if twin == path:
         raise ValueError(f"{path}: give the pickle a name not ending in .json (the JSON twin is written beside it)")

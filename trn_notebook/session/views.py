@@ -12,7 +12,7 @@ import importlib
 import importlib.util
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -238,10 +238,19 @@ class ShapesResult(Result):
     """Observed input shapes and compiled graphs per compiled callable (``%trn shapes``)."""
 
     entries: dict[str, dict[str, Any]]
+    compiled: dict[str, int] = field(default_factory=dict)
+    """Forward/inference graphs the compile log holds per callable (distinct input signatures)."""
 
     def graphs(self, name: str | None = None) -> int:
-        """Graphs compiled for ``name`` (the only callable when omitted): one per bucket, else one per shape."""
+        """Graphs compiled for ``name`` (the only callable when omitted), as the compile log counts them.
+
+        Without compile records for it (a result built from the shape log alone): one per bucket, else one per
+        shape. Raises ``ValueError`` for an unknown name.
+        """
         rec = self._entry(name)
+        key = name if name is not None else next(iter(self.entries))
+        if key in self.compiled:
+            return self.compiled[key]
         padded = rec.get("padded") or {}
         return len(padded) if padded else len(rec.get("signatures", {}))
 
@@ -287,6 +296,11 @@ class ShapesResult(Result):
                     f"shapes of {key}: {len(sigs)} input shapes seen → {graphs} graph{'s' if graphs != 1 else ''} "
                     "(each shape padded up to its bucket; one graph per bucket)"
                 )
+            elif graphs < len(sigs):
+                title = (
+                    f"shapes of {key}: {len(sigs)} input shapes seen → {graphs} graph{'s' if graphs != 1 else ''} "
+                    f"compiled (no buckets: one per shape; {len(sigs) - graphs} ran eagerly, not compiled)"
+                )
             else:
                 title = f"shapes of {key}: {len(sigs)} input shapes seen = {graphs} graphs (no buckets: one per shape)"
             parts.append(Table(title, ["signature", "calls"], sigs, notes))
@@ -296,7 +310,7 @@ class ShapesResult(Result):
 def shapes(name: str | None = None) -> ShapesResult:
     """Observed input signatures per compiled callable (``name`` selects one; ``ValueError`` if unknown)."""
 
-    from ..compiler import shape_log
+    from ..compiler import compile_log, shape_log
 
     snap = shape_log.snapshot()
     if name is not None:
@@ -304,7 +318,11 @@ def shapes(name: str | None = None) -> ShapesResult:
         if name not in snap:
             raise ValueError(f"no compiled callable named {name!r}; known: {', '.join(sorted(snap)) or '(none yet)'}")
         snap = {name: snap[name]}
-    return ShapesResult(snap)
+    signatures: dict[str, set[tuple[str, ...]]] = {}
+    for r in compile_log.snapshot():  # a graph per distinct input signature (a re-load from the cache is the same)
+        if r["model_name"] in snap and r["kind"] != "backward":
+            signatures.setdefault(r["model_name"], set()).add(tuple(r["input_signature"] or ()))
+    return ShapesResult(snap, {k: len(v) for k, v in signatures.items()})
 
 
 def explain(target: Any, stage: str | None = None, *, title: str = "") -> Result:
