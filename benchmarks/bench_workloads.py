@@ -19,7 +19,10 @@ and after. Both sides run with one intra-op thread (``OMP_NUM_THREADS=1`` and ``
 so CPU threading neither helps nor hurts one side. Times are wall clock on a shared machine: compare the
 ratios, never the absolute figures.
 
-Run: ``OMP_NUM_THREADS=1 python benchmarks/bench_workloads.py [--rounds N] [--only nanogpt,transformer,rnn]``
+``--split`` also prints the nanoGPT step by phase (forward / backward / AdamW step) per side: where the
+remaining gap is.
+
+Run: ``OMP_NUM_THREADS=1 python benchmarks/bench_workloads.py [--rounds N] [--only nanogpt,transformer,rnn] [--split]``
 """
 
 from __future__ import annotations
@@ -92,7 +95,8 @@ class GPT(nn.Module):
         return F.cross_entropy(logits.view(-1, VOCAB), targets.view(-1))
 
 
-def nanogpt_side(device: str, compiled: bool) -> Callable[[], None]:
+def nanogpt_side(device: str, compiled: bool, phases: dict[str, list[float]] | None = None) -> Callable[[], None]:
+    """One nanoGPT-shaped training step on ``device``; with ``phases``, appends each phase's wall time."""
     torch.manual_seed(0)
     model = GPT().to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.1)
@@ -105,10 +109,17 @@ def nanogpt_side(device: str, compiled: bool) -> Callable[[], None]:
     def step() -> None:
         j = i[0] % xs.shape[0]
         i[0] += 1
+        t0 = time.perf_counter()
         loss = fwd(xs[j], ys[j])
+        t1 = time.perf_counter()
         loss.backward()
+        t2 = time.perf_counter()
         opt.step()
         opt.zero_grad(set_to_none=True)
+        if phases is not None:
+            t3 = time.perf_counter()
+            for name, dt in (("forward", t1 - t0), ("backward", t2 - t1), ("optimizer", t3 - t2)):
+                phases.setdefault(name, []).append(dt)
 
     return step
 
@@ -222,10 +233,33 @@ def run(name: str, make: Callable[[str, bool], Callable[[], None]], rounds: int,
         )
 
 
+def split(rounds: int) -> None:
+    """Where the nanoGPT-shaped step's time goes on each side: forward, backward, AdamW step (medians)."""
+    phases: dict[str, dict[str, list[float]]] = {label: {} for label, _, _ in SIDES}
+    steps = [(label, nanogpt_side(device, compiled, phases[label])) for label, device, compiled in SIDES]
+    for _, s in steps:
+        for _ in range(3):
+            s()
+    for p in phases.values():
+        p.clear()
+    for _ in range(rounds):
+        for _, s in steps:
+            for _ in range(5):
+                s()
+    print("nanoGPT-shaped step by phase (median ms; ratio to the CPU eager phase):")
+    base = {k: statistics.median(v) for k, v in phases["cpu eager"].items()}
+    for label, p in phases.items():
+        cells = [
+            f"{k} {statistics.median(v) * 1e3:6.1f} ({statistics.median(v) / base[k]:4.2f}x)" for k, v in p.items()
+        ]
+        print(f"  {label:<16}" + "   ".join(cells))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--only", default="nanogpt,transformer,rnn")
+    parser.add_argument("--split", action="store_true", help="also time the nanoGPT step's phases per side")
     args = parser.parse_args()
     only = set(args.only.split(","))
     print(
@@ -234,6 +268,8 @@ def main() -> None:
     )
     if "nanogpt" in only:
         run("nanoGPT-shaped train step, 2x64, block 64, batch 8, AdamW", nanogpt_side, args.rounds, 5, "ms per step")
+        if args.split:
+            split(args.rounds)
     if "transformer" in only:
         run(
             f"word_language_model Transformer, epoch slice of {SLICE} batches",
