@@ -10,6 +10,7 @@ from typing import Any
 import torch
 
 from .. import state as _state
+from ..presentation import fmt_compile
 from ..results import Result, Table, fmt_bytes, fmt_s
 from .evidence import NOT_MEASURED, Evidence, collect_evidence
 
@@ -32,7 +33,7 @@ def _ms(seconds: float | None) -> str:
 def _cold(startup: dict[str, Any]) -> str:
     """The cold-compile clause: the session's cold compiles, or why there were none (all from a cache)."""
     if startup["cold_compile_s"] is not None:
-        return f"cold compile {startup['cold_compile_s']:.3f} s"
+        return f"cold compile {fmt_compile(startup['cold_compile_s'], startup.get('modeled_neuron_compile_s'))}"
     return (
         "no cold compile in this session (every graph came from the compile cache; "
         f"loading them took {startup['disk_hit_compile_s']:.3f} s)"
