@@ -83,12 +83,13 @@ def _experts_used(experts: int, rows: int) -> float:
 
 
 _WALKS: dict[tuple[Any, ...], dict[str, list[OpCount]]] = {}
+PARAM_BYTES: dict[str, int] = {}  # ModelSpec.key -> BF16 parameter bytes (counted by the walks)
 
 
 def walk_scenario(s: Scenario) -> dict[str, list[OpCount]]:
     """The prefill and decode ops of a scenario's model (cached per configuration in this process)."""
     prefill_batch = 1 if s.layout.stack == "vllm" else s.batch
-    key = (s.spec.name, s.bucket, prefill_batch, s.batch, s.context, s.moe_prefill_all_experts)
+    key = (s.spec.key, s.bucket, prefill_batch, s.batch, s.context, s.moe_prefill_all_experts)
     if key in _WALKS:
         return _WALKS[key]
     cfg = s.spec.config()
@@ -111,7 +112,9 @@ def walk_scenario(s: Scenario) -> dict[str, list[OpCount]]:
         with count("decode"):
             model(input_ids=torch.zeros(s.batch, 1, dtype=torch.long), past_key_values=past.past_key_values)
 
-    _WALKS[key] = walk(build, run, experts_used=_experts_used)
+    info: dict[str, Any] = {}
+    _WALKS[key] = walk(build, run, experts_used=_experts_used, info=info)
+    PARAM_BYTES[s.spec.key] = int(info["param_bytes"])
     return _WALKS[key]
 
 

@@ -40,6 +40,14 @@ def _cold(startup: dict[str, Any]) -> str:
     )
 
 
+def _serve_estimate() -> Any:
+    """The session's latest ``serve_estimate()`` (None when there is none, or its module never loaded)."""
+    import sys
+
+    module = sys.modules.get("trn_notebook.fidelity.serve")  # never imported just for the report
+    return module.last_estimate() if module is not None else None
+
+
 class MigrationReport(Result):
     """The report: six questions, the evidence that answers each, and the common ambiguity it avoids."""
 
@@ -144,6 +152,9 @@ class MigrationReport(Result):
                 startup += f"; recompiles: {'; '.join(s['recompile_reasons'])}"
         else:
             startup = f"cold vs warm: {NOT_MEASURED} (no compiled run)"
+        estimate = _serve_estimate()
+        if estimate is not None:
+            startup += f". {estimate.line()}"
         m = ev.maintain
         maintain = "; ".join(f"{k}: {v if v not in ({}, [], '') else 'none'}" for k, v in m.items()) or NOT_MEASURED
         answers = (run, numerics, placement, speed, startup, maintain)
