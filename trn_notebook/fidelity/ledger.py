@@ -109,8 +109,10 @@ def walk_scenario(s: Scenario) -> dict[str, list[OpCount]]:
             model(input_ids=ids, use_cache=False, logits_to_keep=1)
         count.all_experts = False
         past = model(input_ids=torch.zeros(s.batch, s.context, dtype=torch.long), use_cache=True, logits_to_keep=1)
+        # transformers >= 5.2x names the KV cache ``cache`` (``past_key_values`` warns); older 5.x only has the old name
+        name = "cache" if "cache" in past else "past_key_values"
         with count("decode"):
-            model(input_ids=torch.zeros(s.batch, 1, dtype=torch.long), past_key_values=past.past_key_values)
+            model(input_ids=torch.zeros(s.batch, 1, dtype=torch.long), **{name: past[name]})
 
     info: dict[str, Any] = {}
     _WALKS[key] = walk(build, run, experts_used=_experts_used, info=info)

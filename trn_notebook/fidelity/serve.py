@@ -32,6 +32,7 @@ from ..presentation import fmt_duration, fmt_s
 from ..results import Card, Result, Table
 from . import configs, ledger
 from .costs import CostInputs, Costs, cost_of
+from .fit import ledger_backing
 from .model import Budget, Layout, chip_of
 from .walk import OpCount
 
@@ -73,6 +74,7 @@ class ServeEstimate(Result):
     decode: Budget = field(default_factory=Budget)
     costs: Costs | None = None
     notes: list[str] = field(default_factory=list)
+    spec_key: str = ""
 
     @property
     def requests_per_s(self) -> float:
@@ -88,7 +90,15 @@ class ServeEstimate(Result):
             f"TPOT p50 {fmt_s(self.tpot.p50)}, {self.tokens_per_s:.1f} tok/s ({self.tokens_per_s_per_chip:.1f} per chip); "
             f"{self.cold_graphs} cold compiles, modeled Neuron compile {fmt_duration(self.cold_compile_s)}"
         )
-        return text + (f"; {self.costs.line()}" if self.costs is not None else "")
+        return f"{text}; {self.backing()}"
+
+    def backing(self) -> str:
+        """Which ledger rows (docs/fidelity.md, "Model level") back this estimate's figures."""
+        same = [r for r in ledger.ROWS if r.scenario.spec.key == self.spec_key and r.scenario.layout == self.layout]
+        if same:
+            ratios = ", ".join(f"{r.id} {r.metric} {ledger.evaluate(r).ratio:.2f}" for r in same)
+            return f"backed by ledger rows of the same model and layout (modeled / published: {ratios})"
+        return ledger_backing()
 
     def parts(self) -> list[Result]:
         lay = self.layout
@@ -107,7 +117,7 @@ class ServeEstimate(Result):
                     f"{self.cold_graphs} graphs, modeled Neuron compile {fmt_duration(self.cold_compile_s)}",
                 ),
             ],
-            [SOURCE, *self.notes],
+            [SOURCE, self.backing(), *self.notes],
         )
         rows = [[f"prefill {b}", *_ms(bud), bud.kernels] for b, bud in sorted(self.prefill.items())] + [
             ["decode step", *_ms(self.decode), self.decode.kernels]
@@ -291,6 +301,7 @@ def serve_estimate(
         prefill=prefill,
         decode=decode,
         notes=notes,
+        spec_key=spec.key,
     )
     inputs = CostInputs(load_s, price_per_hour, engineering_days, day_rate, accepted_fraction, baseline)
     est.costs = cost_of(est, inputs, weight_bytes=ledger.PARAM_BYTES[spec.key])

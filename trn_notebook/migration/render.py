@@ -48,6 +48,13 @@ def _serve_estimate() -> Any:
     return module.last_estimate() if module is not None else None
 
 
+def _backing() -> str:
+    """Which ledger rows back the modeled device times (the calibrated cost model's fit and held-out rows)."""
+    from ..fidelity.fit import ledger_backing
+
+    return "Modeled device times: " + ledger_backing()
+
+
 class MigrationReport(Result):
     """The report: six questions, the evidence that answers each, and the common ambiguity it avoids."""
 
@@ -154,7 +161,10 @@ class MigrationReport(Result):
             startup = f"cold vs warm: {NOT_MEASURED} (no compiled run)"
         estimate = _serve_estimate()
         if estimate is not None:
-            startup += f". {estimate.line()}"
+            speed += f". {estimate.line()}"
+            if estimate.costs is not None:
+                startup += f". Serve estimate (modeled): {estimate.costs.line()}"
+        speed += f". {_backing()}"
         m = ev.maintain
         maintain = "; ".join(f"{k}: {v if v not in ({}, [], '') else 'none'}" for k, v in m.items()) or NOT_MEASURED
         answers = (run, numerics, placement, speed, startup, maintain)
