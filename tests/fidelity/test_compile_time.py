@@ -37,6 +37,7 @@ def test_fmt_compile_labels_both_figures_and_shows_missing_as_na():
     assert fmt_compile(0.5, None).endswith(f"{COMPILE_MODELED_LABEL} n/a")
 
 
+@pytest.mark.slow  # a real compile through dynamo: 3.5-4.6 s at load 8
 def test_a_compiled_graph_records_its_instructions_and_every_compile_view_shows_both_figures(fresh_compiler):
     from trn_notebook.compiler import compile_log, explain
     from trn_notebook.compiler.warmup import WarmupSummary
