@@ -57,6 +57,8 @@ CONSTANTS: dict[str, str] = {
     "fidelity/ledger.py:_R3": "a published figure and its configuration",
     "fidelity/ledger.py:_R6": "a published figure and its configuration",
     "fidelity/ledger.py:_WALKS": "memo: shapes-only walks of fixed configs (pure function of the config)",
+    "fidelity/ledger.py:PARAM_BYTES": "memo beside _WALKS: parameter bytes per config key (pure function of it)",
+    "fidelity/serve.py:KNOWN": "table: the ledger's model specs by lower-case name, built at import",
     "fidelity/walk.py:_ATTENTION_OPS": "op set, a fixed table",
     "fidelity/walk.py:_MATMUL_OPS": "op set, a fixed table",
     "nki/traced.py:_OPS": "custom ops registered with torch.library (a registration survives any reset, like torch's)",

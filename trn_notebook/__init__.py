@@ -72,6 +72,10 @@ def __getattr__(name: str) -> object:
         from .widgets.memory_snapshot import memory_snapshot_view
 
         return memory_snapshot_view
+    if name == "serve_estimate":  # the model-level estimate (transformers, walks) loads on first use
+        from .fidelity.serve import serve_estimate
+
+        return serve_estimate
     if name in _COMPILER_NAMES:
         from . import compiler
 
@@ -157,6 +161,7 @@ __all__ = [
     "report",
     "reset",
     "save_trace",
+    "serve_estimate",
     "set_chip",
     "set_memory_capacity",
     "set_numerics",

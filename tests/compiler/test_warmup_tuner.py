@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from trn_notebook import cache as user_cache
-from trn_notebook.compiler import bucketed, compile_log, tune
+from trn_notebook.compiler import bucketed, compile_log, compile_time, tune
 from trn_notebook.device import costmodel
 
 
@@ -28,6 +28,7 @@ def test_warmup_compiles_every_bucket_then_nothing_compiles_and_the_tuner_reads_
     assert summary.buckets == (4, 8, 16, 32, 64) and summary.graphs == 5
     assert summary.results == {"miss": 5} and summary.cache_bytes > 0 and summary.compile_s > 0
     assert "5 buckets, 5 graphs (5 miss)" in str(summary)
+    assert summary.modeled_neuron_s and summary.modeled_neuron_s > 0 and "modeled Neuron compile" in str(summary)
     before = len(compile_log.snapshot())
     for n in (1, 3, 7, 20, 33, 64):
         x = torch.randint(0, 9, (1, n))
@@ -49,11 +50,15 @@ def _tuner_reads_compiled_schedules_and_measured_compile_times(runner) -> None:
     measured = sum(g["compile_s"] for graphs in runner.compiled_buckets.values() for g in graphs)
     assert result.cold_compile_s == pytest.approx(measured)
     assert result.compile_source.startswith("measured in this session")
+    modeled = sum(compile_time.record_compile_s(g) for graphs in runner.compiled_buckets.values() for g in graphs)
+    assert result.modeled_neuron_compile_s == pytest.approx(modeled) and modeled > 0  # the Neuron compiler's, apart
 
     wider = tune("pow2:4-128", [*lengths, 100], measured=runner)  # bucket 128 never compiled
     assert "least-squares line" in wider.latency_source and "for 128" in wider.latency_source
     assert wider.bucket_latency_s[128] > wider.bucket_latency_s[64]
     assert "mean of 5 measured buckets" in wider.compile_source
+    assert wider.modeled_neuron_compile_s > result.modeled_neuron_compile_s  # 128 scaled by its length
+    assert "in proportion to their length" in wider.modeled_neuron_source
 
 
 def test_tuner_without_compiled_graphs_says_its_figures_are_assumptions():

@@ -28,6 +28,7 @@ from . import attention, cache, contracts, progress
 from .artifacts import Bundle, artifacts
 from .aten_decompositions import aten_decompositions
 from .compile_log import LiveRecord, compile_log, get_dynamo_metrics, reset_dynamo_metrics
+from .compile_time import schedule_instructions
 from .executable import Executable
 from .ir import Graph
 from .lower import lift_constants, lower, user_source
@@ -429,6 +430,7 @@ class _Capture:
         record.modeled_device_s = schedule.device_s
         record.modeled_peak_bytes = schedule.peak_bytes
         record.extra["modeled_eager_device_s"] = schedule.eager_device_s
+        record.extra["neuron_instructions"] = schedule_instructions(graph, schedule)
         return exe
 
     def _warn_downcast(self, graph: Graph, name: str) -> None:

@@ -244,7 +244,9 @@ class BucketedCallable:
                 break
             if r.model_name == self.name and r.error is None:
                 keep = ("kind", "modeled_device_s", "compile_s", "cache_result", "graph_name")
-                new.append({k: getattr(r, k) for k in keep})
+                new.append(
+                    {k: getattr(r, k) for k in keep} | {"neuron_instructions": r.extra.get("neuron_instructions")}
+                )
         if new:
             self.compiled_buckets[bucket] = list(reversed(new))
 

@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from .. import state as _state
 from ..presentation import COMPILE_STAGES
+from .compile_time import record_compile_s
 
 STAGES = COMPILE_STAGES
 FIELDS = (
@@ -156,6 +157,8 @@ class CompileSummary:
     miss_compile_s: float = 0.0
     disk_hit_compile_s: float = 0.0
     compile_s: float = 0.0
+    # modeled Neuron compile seconds of the misses (compile_time.record_compile_s); None: no miss says
+    modeled_neuron_s: float | None = None
 
     @property
     def hits(self) -> int:
@@ -178,6 +181,7 @@ class CompileSummary:
         """The summary of ``records`` (compile records, live records or TorchNeuron metric dicts)."""
         n = misses = mem = disk = unknown = 0
         miss_s = disk_s = total_s = 0.0
+        modeled: list[float] = []
         for r in records:
             n += 1
             result: object
@@ -188,13 +192,16 @@ class CompileSummary:
             total_s += seconds
             if result == "miss":
                 misses, miss_s = misses + 1, miss_s + seconds
+                m = record_compile_s(r.extra if isinstance(r, LiveRecord) else r)
+                if m is not None:
+                    modeled.append(m)
             elif result == "disk hit":
                 disk, disk_s = disk + 1, disk_s + seconds
             elif result == "memory hit":
                 mem += 1
             else:
                 unknown += 1
-        return cls(n, misses, mem, disk, unknown, miss_s, disk_s, total_s)
+        return cls(n, misses, mem, disk, unknown, miss_s, disk_s, total_s, sum(modeled) if modeled else None)
 
 
 class CompileLog:

@@ -11,6 +11,7 @@ import html
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..presentation import fmt_compile
 from .artifacts import Bundle, artifacts
 
 STAGE_KEYS = ("fx", "aten_forward", "aten_backward", "ir", "passes", "schedule")
@@ -81,6 +82,21 @@ def explain(fn_or_compiled: Any, *example_args: Any, **example_kwargs: Any) -> E
         "aten_backward": bw.aten_text if bw else "(no backward graph yet: call .backward() once)",
         "ir": "\n".join(b.ir_text() for b in order),
         "passes": "\n".join(b.passes_text() for b in order),
-        "schedule": "\n\n".join(f"{b.graph_name}\n{b.schedule.text()}" for b in order if b.schedule is not None),
+        "schedule": "\n\n".join(
+            f"{b.graph_name}\n{b.schedule.text()}\n{_compile_line(b.graph_name)}"
+            for b in order
+            if b.schedule is not None
+        ),
     }
     return Explanation(name, stages)
+
+
+def _compile_line(graph_name: str) -> str:
+    """The graph's compile time, measured (our compiler) beside modeled (the Neuron compiler, from cold)."""
+    from .compile_log import snapshot
+    from .compile_time import record_compile_s
+
+    record = next((r for r in reversed(snapshot()) if r.graph_name == graph_name), None)
+    if record is None:
+        return "compile: not in the compile log (reset since)"
+    return f"compile ({record.cache_result}): {fmt_compile(record.compile_s, record_compile_s(record))} (from cold)"

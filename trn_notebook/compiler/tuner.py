@@ -28,6 +28,7 @@ import numpy as np
 from ..device import costmodel
 from .buckets import MAX_BUCKETS, BucketPolicy
 from .compile_log import CompileSummary
+from .compile_time import record_compile_s
 
 COMPILE_S_PER_GRAPH = 150.0
 PER_POSITION_S = 20e-6  # modeled device time per padded position of a small transformer block (assumption)
@@ -48,6 +49,9 @@ class TuneResult:
     latency_source: str = ""
     compile_source: str = ""
     bucket_latency_s: dict[int, float] = field(default_factory=dict)  # per used bucket
+    # the Neuron compiler's modeled cold compile of the used buckets (compile_time.py); None: no graph counted
+    modeled_neuron_compile_s: float | None = None
+    modeled_neuron_source: str = ""
 
 
 def _device_s_per_bucket(
@@ -135,6 +139,7 @@ def tune(
     latency = launch + device_s[idx]
     n_compiles = int(used.sum())
     cold, compile_source = _cold_compile(sizes[used], facts, compile_s)
+    neuron, neuron_source = _neuron_compile(sizes[used], facts)
     return TuneResult(
         policy=str(pol),
         compiles=n_compiles,
@@ -147,7 +152,27 @@ def tune(
         latency_source=f"graph launch {launch * 1e6:g} µs + device time: {latency_source}",
         compile_source=compile_source,
         bucket_latency_s={int(b): float(launch + device_s[i]) for i, b in enumerate(sizes) if used[i]},
+        modeled_neuron_compile_s=neuron,
+        modeled_neuron_source=neuron_source,
     )
+
+
+def _neuron_compile(used: np.ndarray, facts: dict[int, list[dict[str, Any]]]) -> tuple[float | None, str]:
+    """Modeled Neuron compile seconds of the used buckets' graphs from cold: a compiled bucket's graphs
+    by their instruction count; other buckets in proportion to their length from the compiled ones."""
+    counted = {
+        b: sum(v for g in graphs if (v := record_compile_s(g)) is not None)
+        for b, graphs in facts.items()
+        if any(g.get("neuron_instructions") is not None for g in graphs)
+    }
+    if not counted:
+        return None, "no compiled graph of this policy to count instructions from"
+    per_position = sum(counted.values()) / sum(counted)
+    total = sum(counted.get(int(b), per_position * int(b)) for b in used)
+    text = f"modeled from the instructions of buckets {', '.join(map(str, sorted(counted)))}"
+    if any(int(b) not in counted for b in used):
+        text += "; other buckets in proportion to their length"
+    return total, text
 
 
 def _cold_compile(

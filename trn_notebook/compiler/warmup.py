@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from ..presentation import fmt_compile
 from . import cache
 from .compile_log import CompileSummary, compile_log
 
@@ -38,12 +39,14 @@ class WarmupSummary:
     compile_s: float = 0.0  # sum of the graphs' measured compile times
     seconds: float = 0.0  # wall time of the whole warm-up
     cache_bytes: int = 0
+    # modeled Neuron compile seconds of the graphs compiled from cold (None: none was, or no count)
+    modeled_neuron_s: float | None = None
 
     def __str__(self) -> str:
         results = ", ".join(f"{n} {r}" for r, n in sorted(self.results.items())) or "none"
         return (
             f"warm-up of {self.name} ({self.policy}): {len(self.buckets)} buckets, {self.graphs} graphs "
-            f"({results}), compile {self.compile_s:.2f} s, wall {self.seconds:.2f} s, "
+            f"({results}), compile {fmt_compile(self.compile_s, self.modeled_neuron_s)}, wall {self.seconds:.2f} s, "
             f"{self.cache_bytes} bytes in the compile cache"
         )
 
@@ -137,4 +140,5 @@ def warmup(bc: BucketedCallable, *args: Any, progress: bool = True, **kwargs: An
         compile_s=summary.compile_s,
         seconds=seconds,
         cache_bytes=cache_bytes,
+        modeled_neuron_s=summary.modeled_neuron_s,
     )

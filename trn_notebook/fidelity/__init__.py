@@ -5,7 +5,9 @@
 * :mod:`.model` — one graph execution's modeled budget (compute, weight/KV reads, TP collectives,
   host, launch, padding) at the calibrated efficiencies of ``device.costmodel``;
 * :mod:`.ledger` — the published Trainium rows and their modeled figures;
-* :mod:`.fit` — the four fitted constants and the rows they are fitted on.
+* :mod:`.fit` — the four fitted constants and the rows they are fitted on;
+* :mod:`.serve` — ``serve_estimate()``: TTFT, TPOT, p50/p99 and tokens/s of a serving configuration;
+* :mod:`.costs` — time to the first useful result and the cost comparison (user figures only).
 
 ``python benchmarks/bench_fidelity.py`` regenerates docs/fidelity.md's "Model level" section.
 """

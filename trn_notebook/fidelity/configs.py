@@ -8,6 +8,8 @@ weights are ever downloaded: the configs are built in memory and the models walk
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +30,13 @@ class ModelSpec:
         return _BUILDERS[self.family](self.params)
 
     @property
+    def key(self) -> str:
+        """Identity of the configuration (name + a digest of its parameters): two user configs that
+        share a name are not confused by the walk cache."""
+        digest = hashlib.sha1(json.dumps(self.params, sort_keys=True, default=str).encode()).hexdigest()[:12]
+        return f"{self.name}|{digest}"
+
+    @property
     def layers(self) -> int:
         """Decoder layers (each has two TP all-reduces: after attention and after the MLP)."""
         return int(self.params["num_hidden_layers"])
@@ -45,7 +54,23 @@ class ModelSpec:
     @property
     def is_moe(self) -> bool:
         """True for mixture-of-experts models."""
+        if self.family == "auto":
+            return any(self.params.get(k) for k in ("num_experts", "n_routed_experts", "num_local_experts"))
         return self.family in ("qwen3_5_moe", "afmoe", "deepseek_v3")
+
+    @classmethod
+    def from_config(cls, config: Any, name: str | None = None) -> ModelSpec:
+        """A spec of a user's ``transformers`` config (rebuilt with ``AutoConfig.for_model``); raises
+        ``ValueError`` when the config lacks the layer count or hidden size the layout model needs."""
+        params = config.to_dict()
+        text = params.get("text_config")
+        if isinstance(text, dict) and "num_hidden_layers" not in params:
+            params = text | {"model_type": text.get("model_type", params["model_type"])}
+        for key in ("num_hidden_layers", "hidden_size", "model_type"):
+            if key not in params:
+                raise ValueError(f"config {type(config).__name__} has no {key!r}: not a decoder LM config")
+        label = name or str(params.get("_name_or_path") or "") or str(params["model_type"])
+        return cls(label, "auto", params, f"user config ({type(config).__name__})")
 
 
 def _llama(p: dict[str, Any]) -> Any:
@@ -78,7 +103,15 @@ def _deepseek_v3(p: dict[str, Any]) -> Any:
     return DeepseekV3Config(**p)
 
 
+def _auto(p: dict[str, Any]) -> Any:
+    from transformers import AutoConfig
+
+    rest = {k: v for k, v in p.items() if k not in ("model_type", "transformers_version", "architectures")}
+    return AutoConfig.for_model(p["model_type"], **rest)
+
+
 _BUILDERS: dict[str, Callable[[dict[str, Any]], Any]] = {
+    "auto": _auto,
     "llama": _llama,
     "qwen3_5": _qwen3_5,
     "qwen3_5_moe": _qwen3_5_moe,

@@ -74,3 +74,12 @@ def split(rows: tuple[Row, ...] = ROWS, held_out: Iterable[str] = HELD_OUT) -> t
     out = set(held_out)
     fit_rows = [r for r in rows if r.id not in out and (r.id, r.metric, r.note) not in NOT_FITTABLE]
     return fit_rows, [r for r in rows if r.id in out]
+
+
+def ledger_backing() -> str:
+    """Which ledger rows back every modeled figure of the calibrated cost model (fit and held-out rows)."""
+    fitted = sorted({r.id for r in split()[0]}, key=lambda i: int(i[1:]))
+    return (
+        f"modeled with the calibrated cost model: constants fitted on ledger rows {', '.join(fitted)} and R6's collective split, "
+        f"checked on held-out rows {', '.join(HELD_OUT)} (docs/fidelity.md, 'Model level')"
+    )

@@ -83,12 +83,13 @@ def _experts_used(experts: int, rows: int) -> float:
 
 
 _WALKS: dict[tuple[Any, ...], dict[str, list[OpCount]]] = {}
+PARAM_BYTES: dict[str, int] = {}  # ModelSpec.key -> BF16 parameter bytes (counted by the walks)
 
 
 def walk_scenario(s: Scenario) -> dict[str, list[OpCount]]:
     """The prefill and decode ops of a scenario's model (cached per configuration in this process)."""
     prefill_batch = 1 if s.layout.stack == "vllm" else s.batch
-    key = (s.spec.name, s.bucket, prefill_batch, s.batch, s.context, s.moe_prefill_all_experts)
+    key = (s.spec.key, s.bucket, prefill_batch, s.batch, s.context, s.moe_prefill_all_experts)
     if key in _WALKS:
         return _WALKS[key]
     cfg = s.spec.config()
@@ -108,10 +109,14 @@ def walk_scenario(s: Scenario) -> dict[str, list[OpCount]]:
             model(input_ids=ids, use_cache=False, logits_to_keep=1)
         count.all_experts = False
         past = model(input_ids=torch.zeros(s.batch, s.context, dtype=torch.long), use_cache=True, logits_to_keep=1)
+        # transformers >= 5.2x names the KV cache ``cache`` (``past_key_values`` warns); older 5.x only has the old name
+        name = "cache" if "cache" in past else "past_key_values"
         with count("decode"):
-            model(input_ids=torch.zeros(s.batch, 1, dtype=torch.long), past_key_values=past.past_key_values)
+            model(input_ids=torch.zeros(s.batch, 1, dtype=torch.long), **{name: past[name]})
 
-    _WALKS[key] = walk(build, run, experts_used=_experts_used)
+    info: dict[str, Any] = {}
+    _WALKS[key] = walk(build, run, experts_used=_experts_used, info=info)
+    PARAM_BYTES[s.spec.key] = int(info["param_bytes"])
     return _WALKS[key]
 
 

@@ -148,6 +148,7 @@ def walk(
     run: Callable[[torch.nn.Module, Counter], Any],
     *,
     experts_used: Callable[[int, int], float] | None = None,
+    info: dict[str, Any] | None = None,
 ) -> dict[str, list[OpCount]]:
     """Build a model with ``build()`` and call ``run(model, counter)`` on fake tensors; return the ops
     recorded in each ``with counter(name):`` block of ``run``, by name.
@@ -155,13 +156,16 @@ def walk(
     Nothing is allocated or downloaded: parameters are fake, so a 671B-parameter model walks on a
     laptop. ``experts_used(E, rows)`` says how many of E experts a grouped matmul of ``rows`` routed
     rows reads (default ``min(E, rows)``). Raises whatever the model raises on fake tensors (for
-    example a data-dependent shape).
+    example a data-dependent shape). ``info``, when given, receives ``param_bytes`` (the model's
+    parameter bytes at the dtype it was built with).
     """
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     with FakeTensorMode(allow_non_fake_inputs=True):
         model = build()
         counter = Counter({p.untyped_storage()._cdata for p in model.parameters()}, experts_used)
+        if info is not None:
+            info["param_bytes"] = sum(p.numel() * p.element_size() for p in model.parameters())
         with torch.no_grad():
             run(model, counter)
     return counter.phases

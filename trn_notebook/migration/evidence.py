@@ -189,6 +189,8 @@ def _startup(records: list[dict[str, Any]]) -> dict[str, Any] | None:
         if s is not None
         else sum(float(r.get("compile_s") or 0.0) for r in records),
         "disk_hit_compile_s": s.disk_hit_compile_s if s is not None else 0.0,
+        # the Neuron compiler's modeled time for the same cold compiles (compiler/compile_time.py)
+        "modeled_neuron_compile_s": s.modeled_neuron_s if s is not None and s.misses else None,
         "cache": f"{s.misses} miss, {s.disk_hits} disk hit, {s.memory_hits} memory hit"
         if s is not None
         else f"cache hits {NA} (the backend's metrics do not say)",

@@ -10,6 +10,7 @@ from typing import Any
 import torch
 
 from .. import state as _state
+from ..presentation import fmt_compile
 from ..results import Result, Table, fmt_bytes, fmt_s
 from .evidence import NOT_MEASURED, Evidence, collect_evidence
 
@@ -32,11 +33,26 @@ def _ms(seconds: float | None) -> str:
 def _cold(startup: dict[str, Any]) -> str:
     """The cold-compile clause: the session's cold compiles, or why there were none (all from a cache)."""
     if startup["cold_compile_s"] is not None:
-        return f"cold compile {startup['cold_compile_s']:.3f} s"
+        return f"cold compile {fmt_compile(startup['cold_compile_s'], startup.get('modeled_neuron_compile_s'))}"
     return (
         "no cold compile in this session (every graph came from the compile cache; "
         f"loading them took {startup['disk_hit_compile_s']:.3f} s)"
     )
+
+
+def _serve_estimate() -> Any:
+    """The session's latest ``serve_estimate()`` (None when there is none, or its module never loaded)."""
+    import sys
+
+    module = sys.modules.get("trn_notebook.fidelity.serve")  # never imported just for the report
+    return module.last_estimate() if module is not None else None
+
+
+def _backing() -> str:
+    """Which ledger rows back the modeled device times (the calibrated cost model's fit and held-out rows)."""
+    from ..fidelity.fit import ledger_backing
+
+    return "Modeled device times: " + ledger_backing()
 
 
 class MigrationReport(Result):
@@ -149,6 +165,12 @@ class MigrationReport(Result):
                 startup += f"; recompiles: {'; '.join(s['recompile_reasons'])}"
         else:
             startup = f"cold vs warm: {NOT_MEASURED} (no compiled run)"
+        estimate = _serve_estimate()
+        if estimate is not None:
+            speed += f". {estimate.line()}"
+            if estimate.costs is not None:
+                startup += f". Serve estimate (modeled): {estimate.costs.line()}"
+        speed += f". {_backing()}"
         m = ev.maintain
         maintain = "; ".join(f"{k}: {v if v not in ({}, [], '') else 'none'}" for k, v in m.items()) or NOT_MEASURED
         answers = (run, numerics, placement, speed, startup, maintain)

@@ -22,7 +22,7 @@ import torch
 from .. import backends
 from .. import state as _state
 from ..backends.base import NA, NOT_MEASURED
-from ..presentation import COMPILE_STAGE_LABELS
+from ..presentation import COMPILE_STAGE_LABELS, fmt_compile
 from ..results import Card, Result, Table, fmt_s
 from .cellfunc import VALUE_NAME, CellFunction, rewrite_cell
 
@@ -124,7 +124,8 @@ class CompileReport(Result):
         why = (
             "; a cache hit skips lowering and passes, but dynamo must still trace the code" if self.summary.hits else ""
         )
-        return fmt_s(total) + (f" ({' · '.join(shown)}{why})" if shown else "")
+        text = fmt_compile(total, self.summary.modeled_neuron_s) if self.summary.misses else fmt_s(total)
+        return text + (f" ({' · '.join(shown)}{why})" if shown else "")
 
     def parts(self) -> list[Result]:
         kinds: dict[str, int] = {}

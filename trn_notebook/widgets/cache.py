@@ -14,7 +14,7 @@ import traitlets
 
 from .. import backends
 from ..backends.base import NA
-from ..presentation import COMPILE_STAGES
+from ..presentation import COMPILE_STAGES, fmt_compile
 from . import _html
 from ._base import STATIC, TrnWidget
 
@@ -37,6 +37,8 @@ class GraphRow(TypedDict):
     cache_result: str
     stage_us: dict[str, float]
     compile_s: float
+    neuron_compile_s: float | None  # modeled Neuron compile of this graph from cold (None: no count)
+    compile_text: str  # measured beside modeled, formatted once (presentation.fmt_compile)
     modeled_device_ms: float
     runs: int
     warm_s: float
@@ -58,6 +60,8 @@ def graph_row(entry: dict[str, Any]) -> GraphRow:
     options = [
         [str(k), str(requested.get(k, "")), str(effective.get(k, ""))] for k in sorted(set(requested) | set(effective))
     ]
+    measured = float(entry.get("compile_s") or 0.0)
+    neuron = _compiler().compile_time.record_compile_s(entry)
     return GraphRow(
         graph_name=str(entry.get("graph_name", "")),
         model_name=str(entry.get("model_name", "")),
@@ -67,7 +71,9 @@ def graph_row(entry: dict[str, Any]) -> GraphRow:
         fused_kernels=int(entry.get("fused_kernels", 0)),
         cache_result=str(entry.get("cache_result", "")),
         stage_us={str(k): float(v) for k, v in dict(entry.get("stage_us") or {}).items()},
-        compile_s=float(entry.get("compile_s") or 0.0),
+        compile_s=measured,
+        neuron_compile_s=neuron,
+        compile_text=fmt_compile(measured, neuron),
         modeled_device_ms=float(entry.get("modeled_device_s", 0.0)) * 1e3,
         runs=int(entry.get("runs", 0)),
         warm_s=float(entry.get("warm_s", 0.0)),
@@ -84,9 +90,11 @@ def totals_of(rows: list[GraphRow], summary: Any = None) -> dict[str, Any]:
     """Cold (compile) vs warm totals over the rows; cache results from the backend's one compile summary
     (``Backend.compile_summary()``; None: the records do not say, shown as n/a)."""
     results: dict[str, int] = summary.by_result if summary is not None else ({NA: len(rows)} if rows else {})
+    cold = sum(r["compile_s"] for r in rows)
     return {
         "graphs": len(rows),
-        "cold_s": sum(r["compile_s"] for r in rows),
+        "cold_s": cold,
+        "cold_text": fmt_compile(cold, summary.modeled_neuron_s if summary is not None else None),
         "warm_s": sum(r["warm_s"] for r in rows),  # each record's warm_s is its latest run's wall time
         "runs": sum(r["runs"] for r in rows),
         "results": results,
@@ -165,7 +173,7 @@ class CacheView(TrnWidget):
                 r["nodes"],
                 r["fused_kernels"] if sim else NA,
                 r["cache_result"] or NA,
-                _html.fmt_s(r["compile_s"]),
+                r["compile_text"],
                 " ".join(f"{k} {v / 1e3:.1f}ms" for k, v in r["stage_us"].items()) or NA,
                 f"{r['modeled_device_ms']:.3f}" if sim else NA,
                 r["runs"] if sim else NA,
@@ -198,7 +206,7 @@ class CacheView(TrnWidget):
         ]
         extra = _html.table(["graph", "recompile reason / graph break"], reasons) if reasons else ""
         summary = (
-            f"<p>{t.get('graphs', 0)} graphs; cold (compile) {_html.esc(_html.fmt_s(t.get('cold_s', 0.0)))}, "
+            f"<p>{t.get('graphs', 0)} graphs; cold (compile) {_html.esc(t.get('cold_text', ''))}, "
             f"warm (latest run of each graph) {_html.esc(_html.fmt_s(t.get('warm_s', 0.0)))}; {t.get('runs', 0)} runs; "
             f"{self.disk_entries} entries in {_html.esc(self.cache_dir)}</p>"
         )
@@ -211,13 +219,13 @@ class CacheView(TrnWidget):
         t = self.totals
         results = ", ".join(f"{v} {k}" for k, v in sorted(t.get("results", {}).items()))
         lines = [
-            f"Compile cache: {t.get('graphs', 0)} graphs ({results or 'none'}); cold {_html.fmt_s(t.get('cold_s', 0.0))}, "
+            f"Compile cache: {t.get('graphs', 0)} graphs ({results or 'none'}); cold {t.get('cold_text', '')}, "
             f"warm {_html.fmt_s(t.get('warm_s', 0.0))} (latest run of each graph); {self.disk_entries} entries on disk",
         ]
         if not self.simulated:
             lines.append(f"  {self.status}")
         for r in self._rows[:20]:
             lines.append(
-                f"  {r['graph_name']:<28} {r['kind'] or NA:<9} {r['cache_result'] or NA:<11} {_html.fmt_s(r['compile_s'])}"
+                f"  {r['graph_name']:<28} {r['kind'] or NA:<9} {r['cache_result'] or NA:<11} {r['compile_text']}"
             )
         return "\n".join(lines)

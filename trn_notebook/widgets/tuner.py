@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import traitlets
 
+from ..presentation import COMPILE_MODELED_LABEL, fmt_duration
 from . import _html
 from ._base import STATIC, TrnWidget
 
@@ -105,6 +106,13 @@ def controls_spec(kind: str, min_len: int, max_len: int, count: int, sizes: str)
     if kind == "list":
         return "list:" + ",".join(s.strip() for s in sizes.split(",") if s.strip())
     raise ValueError(f"unknown policy kind {kind!r}; valid: {', '.join(KINDS)}")
+
+
+def neuron_compile_text(result: Any) -> str:
+    """The tuner result's modeled Neuron cold compile and where it comes from (``n/a`` when not modeled)."""
+    seconds = getattr(result, "modeled_neuron_compile_s", None)
+    where = getattr(result, "modeled_neuron_source", "")
+    return (fmt_duration(seconds) if seconds is not None else "n/a") + (f" ({where})" if where else "")
 
 
 def source_labels(latency_source: str, compile_source: str) -> dict[str, str]:
@@ -332,6 +340,7 @@ class ShapeTuner(TrnWidget):
                 "bucket_counts": {str(k): int(v) for k, v in dict(result.bucket_counts).items()},
                 "latency_source": str(result.latency_source),
                 "compile_source": str(result.compile_source),
+                "neuron_compile_text": neuron_compile_text(result),
                 **source_labels(str(result.latency_source), str(result.compile_source)),
             }
         readouts["compute_ms"] = (time.perf_counter() - start) * 1e3
@@ -387,6 +396,7 @@ class ShapeTuner(TrnWidget):
                 ["padding waste", f"{r['padding_waste_pct']:.1f}%"],
                 ["cold compile", _html.fmt_s(r["cold_compile_s"])],
                 ["cold compile from", r.get("compile_source", "")],
+                [COMPILE_MODELED_LABEL, r.get("neuron_compile_text", "")],
                 ["modeled p50 / p99", f"{_html.fmt_s(r['p50_s'])} / {_html.fmt_s(r['p99_s'])}"],
                 ["latency from", r.get("latency_source", "")],
             ]
@@ -403,5 +413,6 @@ class ShapeTuner(TrnWidget):
             f"{head}\n  {r['compiles']} compiles, {r['padding_waste_pct']:.1f}% padding waste, "
             f"cold compile {_html.fmt_s(r['cold_compile_s'])}, p50 {_html.fmt_s(r['p50_s'])}, "
             f"p99 {_html.fmt_s(r['p99_s'])}\n  cold compile from: {r.get('compile_source', '')}"
+            f"\n  {COMPILE_MODELED_LABEL}: {r.get('neuron_compile_text', '')}"
             f"\n  latency from: {r.get('latency_source', '')}"
         )

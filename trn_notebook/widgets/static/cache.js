@@ -101,7 +101,7 @@ function render({ model, el: root }) {
     const t = model.get("totals") || {};
     const results = Object.entries(t.results || {}).map(([k, v]) => v + " " + k).join(", ");
     summary.textContent =
-      (t.graphs ?? 0) + " graphs (" + (results || "none") + ") · cold (compile) " + fmtS(t.cold_s ?? 0) +
+      (t.graphs ?? 0) + " graphs (" + (results || "none") + ") · cold (compile) " + (t.cold_text || fmtS(t.cold_s ?? 0)) +
       " · warm (latest run of each graph) " + fmtS(t.warm_s ?? 0) + " · " + (t.runs ?? 0) + " runs · " + model.get("disk_entries") +
       " entries on disk";
     status.textContent = model.get("status");
@@ -129,7 +129,7 @@ function render({ model, el: root }) {
         el("td", null, g.nodes),
         el("td", null, g.fused_kernels),
         el("td", "trn-cache-result", g.cache_result),
-        el("td", null, fmtS(g.compile_s)),
+        el("td", null, g.compile_text || fmtS(g.compile_s)),
         stages,
         el("td", null, g.modeled_device_ms.toFixed(3)),
         el("td", null, g.runs),

@@ -278,6 +278,8 @@ function render({ model, el: root }) {
       ["padding waste", r.padding_waste_pct === undefined ? "–" : r.padding_waste_pct.toFixed(1) + "%",
         "padded / computed positions", ""],
       ["cold compile", r.cold_compile_s === undefined ? "–" : fmtS(r.cold_compile_s), r.compile_from, r.compile_source],
+      ["modeled Neuron compile", r.neuron_compile_text === undefined ? "–" : r.neuron_compile_text.split(" (")[0],
+        "modeled", r.neuron_compile_text || ""],
       ["modeled p50", r.p50_s === undefined ? "–" : fmtS(r.p50_s), r.latency_from, r.latency_source],
       ["modeled p99", r.p99_s === undefined ? "–" : fmtS(r.p99_s), r.latency_from, r.latency_source],
       ["recompute", r.compute_ms === undefined ? "–" : r.compute_ms.toFixed(1) + " ms", "this tuner, in Python", ""],
