@@ -78,3 +78,17 @@ def fmt_pct(part: float, whole: float) -> str:
 def plural(n: int, word: str, words: str | None = None) -> str:
     """``1 graph``, ``3 graphs``."""
     return f"{n} {word if n == 1 else (words or word + 's')}"
+
+
+def fmt_ratio(value: float) -> str:
+    """A numerics ratio or error with three significant digits: ``1.02``, ``0.000153``, ``inf``, ``0``."""
+    if value != value:  # NaN: not computed
+        return "n/a"
+    if value in (float("inf"), float("-inf")):
+        return "inf" if value > 0 else "-inf"
+    return "0" if value == 0 else f"{value:.3g}"
+
+
+def fmt_share(value: float) -> str:
+    """A share in [0, 1] as a percentage with one decimal: ``28.1%``."""
+    return f"{100.0 * value:.1f}%"
