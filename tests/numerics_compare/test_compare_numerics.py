@@ -110,3 +110,20 @@ def test_compiled_output_is_judged_too(fresh_compiler, x):
     r = trn_notebook.compare_numerics(sensitive_mlp(), x, compiled=True)
     assert r.compiled is not None and r.compiled.linf == 0 and r.compiled.passed
     assert "compiled (model output)" in r.text()
+
+
+@pytest.mark.slow  # a tiny GPT-2 generating 3 tokens three ways, plus the transformers import: ~5 s at load 6
+def test_generation_token_and_teacher_forced_logit_agreement(fresh_device):
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    cfg = transformers.GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=64, n_positions=32)
+    model = transformers.GPT2LMHeadModel(cfg).eval()
+    r = trn_notebook.compare_numerics(model, {"input_ids": torch.randint(0, 64, (1, 5))}, generate={"max_new_tokens": 3})
+    g = r.generation
+    assert g is not None and g.new_tokens == 3
+    assert g.neuron_token_agreement == 1.0 and g.neuron_first_divergence is None  # exact mode: equal to CPU
+    assert [t.tier for t in g.neuron_tiers] == ["top-5", "top-50", "top-1000 (= all 64)", "all"]
+    assert [t.rtol for t in g.neuron_tiers] == [0.01, 0.02, 0.03, 0.05] and g.passed
+    assert all(t.positions == 3 and t.worst == 0 for t in g.neuron_tiers)
+    assert max(t.worst for t in g.bf16_tiers) > 0  # CPU BF16's logits differ from FP32's
+    assert "onboarding-models.rst" in r.text() and "teacher-forced logits, neuron" in r.text()

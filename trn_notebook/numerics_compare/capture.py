@@ -74,14 +74,18 @@ def cpu_copy(model: torch.nn.Module) -> torch.nn.Module:
 
 
 def source_line(module: torch.nn.Module) -> str:
-    """``file:line`` of the module class's ``forward`` (``"(unknown)"`` when Python cannot say)."""
+    """``file:line`` of the module class's ``forward`` (``"(unknown)"`` when Python cannot say); an
+    installed package's file is shown from its package directory (``torch/nn/modules/linear.py:130``)."""
     fn = getattr(type(module), "forward", None)
     try:
         path = inspect.getsourcefile(fn) if fn is not None else None
         line = inspect.getsourcelines(fn)[1] if fn is not None else None
     except (OSError, TypeError):
         return "(unknown)"
-    return f"{path}:{line}" if path else "(unknown)"
+    if not path:
+        return "(unknown)"
+    _, sep, tail = path.rpartition("site-packages/")  # installed packages: the path inside the package
+    return f"{tail if sep else path}:{line}"
 
 
 def capture(

@@ -74,7 +74,7 @@ def logit_tiers(logits: torch.Tensor, expected: torch.Tensor) -> tuple[TierCheck
     for k, rtol in LOGIT_TOLERANCES:
         if k is None or k >= e.shape[-1]:
             idx = None
-            name = "all"
+            name = "all" if k is None else f"top-{k} (= all {e.shape[-1]})"
         else:
             idx = e.topk(k, dim=-1).indices
             name = f"top-{k}"
