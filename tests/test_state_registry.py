@@ -108,6 +108,12 @@ CONSTANTS: dict[str, str] = {
     "zoo/stages.py:TOLERANCES": "zoo comparison tolerances (per dtype)",
     "zoo/table.py:EXPLANATIONS": "zoo table explanations",
     "zoo/table.py:_MARK": "zoo table marks",
+    "__init__.py:_NUMERICS_NAMES": "public name -> numerics attribute, a fixed table",
+    "compiler/numerics_pass.py:_CAST_NAMES": "auto-cast type -> rounding target name, a fixed table",
+    "device/numerics.py:_CAST_DTYPES": "auto-cast type -> torch dtype, a fixed table",
+    "device/numerics_ops.py:_FORMATS": "float formats' mantissa bits and smallest subnormal, a fixed table",
+    "device/numerics_ops.py:_NKI_NAMES": "NKI activation name -> ATen op name, a fixed table",
+    "device/numerics_ops.py:_ROUND_TARGETS": "rounding target name -> torch dtype, a fixed table",
 }
 
 

@@ -31,6 +31,7 @@ from .compile_log import LiveRecord, compile_log, get_dynamo_metrics, reset_dyna
 from .executable import Executable
 from .ir import Graph
 from .lower import lift_constants, lower, user_source
+from .numerics_pass import key_items as numerics_key_items
 from .passes import run_passes
 from .schedule import Schedule, build_schedule
 from .shape_log import shape_log, signature_of
@@ -375,7 +376,7 @@ class _Capture:
         gm, constants = lift_constants(gm)
         specs = specs + [signature_of(c) for c in constants]
         aten_text = gm.graph.python_code("self").src  # no exec: cheaper than gm.code on a lazy module
-        key = cache.make_key(aten_text, specs, self.opts.key_items())
+        key = cache.make_key(aten_text, specs, {**self.opts.key_items(), **numerics_key_items()})
         record.graph_id = key
         bundle = Bundle(name, self.model, kind, self.fx_text, aten_text, None)
         hit = _memory.get(key)

@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from ..device.numerics_ops import round_node
 from ..device.policy import registry
 from ..device.registry import IR_KINDS
 from .decompositions import DECOMPOSITIONS
@@ -95,7 +96,9 @@ _build()
 # Custom tile kernels (trn_notebook.nki.nki_op): an IR-only op, not an ATen record; lowering emits it for
 # any custom op whose OpOverload carries a kernel entry (see kernel_call.py). A kernel of its own.
 OPS["kernel_call"] = OpDef("kernel_call", "library", kernel_call)
-IR_ONLY = frozenset({"kernel_call", "custom_call"})  # IR ops no ATen record defines
+# The numerics policy's rounding (trainium mode, inserted by the numerics pass; device/numerics_ops.py)
+OPS["numerics_round"] = OpDef("numerics_round", "pointwise", round_node)
+IR_ONLY = frozenset({"kernel_call", "custom_call", "numerics_round"})  # IR ops no ATen record defines
 
 
 def _histc(x: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:

@@ -13,6 +13,7 @@ from typing import Any
 from .decompositions import DECOMPOSITIONS, Site
 from .fusion import fuse, plan_memory, reorder
 from .ir import DType, Graph, Node, Ref, TensorType, map_refs
+from .numerics_pass import apply_numerics
 from .ops import OPS, RANDOM_OPS
 from .text import format_value
 
@@ -252,6 +253,7 @@ PASSES: tuple[tuple[str, Pass], ...] = (
     ("cse", cse),
     ("legalize_dtypes", legalize_dtypes),
     ("legalize_layout", legalize_layout),
+    ("numerics", apply_numerics),  # the trainium precision policy as explicit casts/rounding (numerics_pass.py)
     ("reorder", reorder),
     ("fuse", fuse),
     ("plan_memory", plan_memory),

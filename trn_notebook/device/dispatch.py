@@ -24,6 +24,8 @@ from . import config as _config
 from . import costmodel
 from .accelerator_ops import no_cpu_kernel_error
 from .clocks import clocks
+from .numerics import numerics as _numerics
+from .numerics_ops import call as _numerics_call
 from .op_table import RNG as EXPECTED_ON_HOST  # by design on the host: explained once, not warned
 from .placement import placement_log, user_frame
 from .policy import REJECTED_DTYPES, policy
@@ -258,7 +260,8 @@ def _run(info: _OpInfo, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
             "mode is on; run it on the CPU explicitly or turn strict mode off (%%trn eager without --strict)"
         )
     try:
-        out = info.call(*hargs, **kwargs)  # the overload's C++ callable: OpOverload.__call__ without its frame
+        # the overload's C++ callable (OpOverload.__call__ without its frame); the numerics hook: trainium policy
+        out = info.call(*hargs, **kwargs) if not _numerics.active else _numerics_call(info, hargs, kwargs)
     except NotImplementedError as exc:  # the CPU kernel lacks this dtype (e.g. histc on int32)
         out = _missing_cpu_dtype(op, info, hargs, kwargs, exc)
     except RuntimeError as exc:  # a wrapped Python scalar arrives unwrapped, and this op takes no numbers

@@ -7,7 +7,9 @@ what the docs do not publish is listed by :meth:`NumericsPolicy.assumed`. How ea
 policy is its numerics class in the op registry (:mod:`.numerics_ops`). Sources: docs/numerics.md.
 
 The policy is a setting (like the chip): :func:`trn_notebook.reset` keeps it; restore it with the value
-:func:`set_numerics` returns, or use :func:`numerics_scope` (``trn_notebook.numerics(...)``).
+:func:`set_numerics` returns, or use :func:`numerics_scope` (``trn_notebook.numerics(...)``). Changing it
+drops compiled graphs held in memory (the next call compiles under the new policy; the compile cache key
+includes the policy).
 """
 
 from __future__ import annotations
@@ -49,6 +51,9 @@ ASSUMED: tuple[str, ...] = (
     "invalid output outside an activation's range: not published; the CPU value is kept and a warning is raised",
     "accumulation order inside a tile and denormal/flush-to-zero behaviour: not published; CPU order, no flush",
     "auto-cast matmult keeps the FP32 PSUM result as the op's FP32 output (no second rounding)",
+    "auto-cast all rounds every FP32 op's inputs and its result through the cast type (stored as FP32)",
+    "low-precision elementwise/reduction ops: the CPU kernel's FP32-internal math and one RNE rounding stand in "
+    "for VectorE/ScalarE's (documented as FP32 internally; the exact sequence of casts is not)",
     "fp8_e4m3 auto-cast uses torch.float8_e4m3fn conversion (overflow gives NaN, no saturation)",
     "stochastic rounding draws from one seeded torch.Generator per session (the hardware's RNG is not published)",
     "mixed_precision_accumulation=False is not modeled below FP32 (the CPU kernels accumulate in FP32)",
@@ -156,6 +161,8 @@ class _Numerics:
             self.generator.manual_seed(policy.seed or 0)
             self.warned.clear()
             self.version += 1
+        if previous != policy:
+            _drop_compiled()
         return previous
 
     def snapshot(self) -> NumericsPolicy:
@@ -167,6 +174,14 @@ class _Numerics:
         with self.lock:
             self.warned.clear()
             self.generator.manual_seed(self.policy.seed or 0)
+
+
+def _drop_compiled() -> None:
+    """A new policy needs new compiles (the auto-cast is a compiler flag on hardware too): drop the compiled
+    frames and graphs held in memory (the owners :func:`trn_notebook.reset` drops with ``compiled=True``)."""
+    for r in _state.registrations().values():
+        if r.reset == "compiled":
+            r.owner.reset()
 
 
 def parse_numerics(text: str) -> NumericsPolicy:

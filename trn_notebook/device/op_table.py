@@ -37,6 +37,15 @@ RNG = "simulator: random numbers come from the host generator (TorchNeuron draws
 DYNAMIC = "output shape depends on data; the device needs static shapes"
 FFT = "FFT runs on the host"
 SORT, CUBIC = sort_flops, cubic_flops  # host cost of a fallback: n log n, 2·m·n·k
+# valid_range=: ScalarE activations' valid input ranges (aws-neuron-sdk nki/api/nki.api.shared.rst L137-175):
+# (lo, hi, as documented[, of |x|])
+PI: Final = 3.141592653589793
+R_ATAN: Final = (-PI / 2, PI / 2, "[-pi/2, pi/2]")
+R_LOG: Final = (2.0**-64, 2.0**64, "[2^-64, 2^64]")
+R_RECIPROCAL: Final = (2.0**-42, 2.0**42, "+-[2^-42, 2^42]", True)
+R_RSQRT: Final = (2.0**-87, 2.0**97, "[2^-87, 2^97]")
+R_SIN: Final = (-PI, PI, "[-pi, pi]")
+R_SQRT: Final = (2.0**-116, 2.0**118, "[2^-116, 2^118]")
 
 RECORDS = (
     # -- metadata and view ops: no data moves, nothing runs on an engine ---------------------------
@@ -306,7 +315,7 @@ RECORDS = (
     op("argmin", ir="argmin", kind=REDUCTION),
     op("as_strided_scatter", ir="as_strided_scatter", kind=LIBRARY),  # functionalized as_strided writes
     op("asin", ir="asin", kind=POINTWISE, trans=True),
-    op("atan", ir="atan", kind=POINTWISE, trans=True),
+    op("atan", ir="atan", kind=POINTWISE, trans=True, valid_range=R_ATAN),
     op("atan2", ir="atan2", over="*", kind=POINTWISE, trans=True),
     op("batch_norm", autocast=FP32),
     op("binary_cross_entropy_with_logits", autocast=FP32),
@@ -358,7 +367,7 @@ RECORDS = (
     op("lerp", ir="lerp", over="*", kind=POINTWISE),
     op("lerp_", direct=("Scalar",)),
     op("lift_fresh_copy", ir="lift_fresh_copy", kind=COPY),
-    op("log", autocast=FP32, ir="log", kind=POINTWISE, trans=True),
+    op("log", autocast=FP32, ir="log", kind=POINTWISE, trans=True, valid_range=R_LOG),
     op("log1p", ir="log1p", kind=POINTWISE, trans=True),
     op("log2", ir="log2", kind=POINTWISE, trans=True),
     op("log_softmax", autocast=FP32, autocast_overload="int"),
@@ -400,11 +409,11 @@ RECORDS = (
     op("renorm", host_composite=True),
     op("rand_like", ir="rand_like", kind=FACTORY, random=True),
     op("randn_like", ir="randn_like", kind=FACTORY, random=True),
-    op("reciprocal", ir="reciprocal", kind=POINTWISE),
+    op("reciprocal", ir="reciprocal", kind=POINTWISE, valid_range=R_RECIPROCAL),
     op("relu", direct=("default",), ir="relu", kind=POINTWISE),
     op("remainder", ir="remainder", over="*", kind=POINTWISE),
     op("round", ir="round", kind=POINTWISE),
-    op("rsqrt", autocast=FP32, direct=("default",), ir="rsqrt", kind=POINTWISE, trans=True),
+    op("rsqrt", autocast=FP32, direct=("default",), ir="rsqrt", kind=POINTWISE, trans=True, valid_range=R_RSQRT),
     op("_safe_softmax", ir="safe_softmax", kind=REDUCTION, trans=True),
     op("scalar_tensor", ir="scalar_tensor", kind=FACTORY),
     op("scaled_dot_product_attention", flops=SDPA, autocast=LOWER),
@@ -413,14 +422,14 @@ RECORDS = (
     op("sigmoid", direct=("default",), ir="sigmoid", kind=POINTWISE, trans=True),
     op("sign", ir="sign", kind=POINTWISE),
     op("silu", direct=("default",), ir="silu", kind=POINTWISE, trans=True),
-    op("sin", ir="sin", kind=POINTWISE, trans=True),
+    op("sin", ir="sin", kind=POINTWISE, trans=True, valid_range=R_SIN),
     op("sinh", ir="sinh", kind=POINTWISE, trans=True),
     op("slice_backward", ir="slice_backward", kind=LIBRARY),
     op("slice_scatter", ir="slice_scatter", kind=LIBRARY),  # Core ATen: functionalized slice writes
     op("smooth_l1_loss", autocast=FP32),
     op("softmax", autocast=FP32, autocast_overload="int"),
     op("softplus", autocast=FP32, ir="softplus", kind=POINTWISE, trans=True),
-    op("sqrt", direct=("default",), ir="sqrt", kind=POINTWISE, trans=True),
+    op("sqrt", direct=("default",), ir="sqrt", kind=POINTWISE, trans=True, valid_range=R_SQRT),
     op("square", ir="square", kind=POINTWISE),
     op("sub", direct=("Tensor",), ir="sub", over="*", kind=POINTWISE),
     op("sum", autocast=FP32, direct=("dim_IntList", "default"), ir="sum", over="*", kind=REDUCTION),

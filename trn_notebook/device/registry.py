@@ -22,7 +22,10 @@ One :class:`OpRecord` per ATen base op (``"mm"``, ``"add_"``, ``"_softmax"``) ho
   kind (``view``, ``pointwise``, ``reduction``, ``matmul``, ``library``, ``copy``, ``factory``) and
   whether it runs on the ScalarE; ``random``/``reduces``/``i64_index`` tell the passes how to treat
   it. The compiler builds its op set from these (``compiler/ops.py``);
-* ``host_composite``/``upcast_int``/``decomposed`` — special eager handling (see the field comments).
+* ``host_composite``/``upcast_int``/``decomposed`` — special eager handling (see the field comments);
+* ``numerics``/``valid_range`` — how the op follows the Trainium precision policy
+  (:meth:`OpRecord.numerics_class`: derived from the fields above unless set) and, for ScalarE
+  activations, the documented input range outside which the hardware output is invalid.
 
 The records are in :mod:`.op_table`; adding an op is one ``op(...)`` line there (or one
 :meth:`OpRegistry.register` call at run time). :func:`set_op_category` overrides a category.
@@ -45,6 +48,13 @@ if TYPE_CHECKING:
 Category = Literal["native", "cpu_fallback", "unsupported", "host_only"]
 CATEGORIES: tuple[Category, ...] = ("native", "cpu_fallback", "unsupported", "host_only")
 AutocastClass = Literal["lower", "float32"]
+# How an op follows the numerics policy (device/numerics_ops.py): TensorE matmul-class, VectorE/ScalarE
+# elementwise, reductions, ScalarE activations with a documented valid range, integer-only ops, data
+# movement (no arithmetic) and ops computed by the host CPU (fallbacks: CPU numerics on hardware too).
+NumericsClass = Literal["matmul", "elementwise", "reduction", "activation", "integer", "movement", "host"]
+NUMERICS_CLASSES: tuple[NumericsClass, ...] = (
+    "matmul", "elementwise", "reduction", "activation", "integer", "movement", "host",
+)  # fmt: skip
 IR_KINDS = ("view", "pointwise", "reduction", "matmul", "library", "copy", "factory")
 
 # Native dtypes of the device kernels; 64-bit integers are accepted (indices) and modeled as 32-bit.
@@ -157,6 +167,16 @@ def sdpa_backward_flops(ins: Shapes, out_numel: int) -> float:
 
 
 @dataclass(frozen=True, slots=True)
+class ValidRange:
+    """A ScalarE activation's documented valid input range ``[lo, hi]`` (``magnitude``: of ``|x|``, either sign)."""
+
+    lo: float
+    hi: float
+    text: str  # as documented, e.g. "[2^-87, 2^97]"
+    magnitude: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class OpRecord:
     """Everything the device, the cost model, autocast and the compiler know about one op."""
 
@@ -180,7 +200,30 @@ class OpRecord:
     host_composite: bool = False  # runs on the host as a whole, below autograd (its decomposition would not)
     upcast_int: bool = False  # no CPU kernel for integer inputs: computed in float32 and cast back (as CUDA)
     decomposed: bool = False  # no CPU kernel at all: its decomposition runs on the device (accelerator_ops)
+    numerics: NumericsClass | None = None  # None: derived by numerics_class()
+    valid_range: ValidRange | None = None  # ScalarE activation: documented valid input range
     ns: str = "aten"
+
+    def numerics_class(self, op: torch._ops.OpOverload | None = None) -> NumericsClass:
+        """How this op follows the numerics policy, derived from what the record knows (and ``op``'s tags).
+
+        Set ``numerics=`` on the record only where the derivation is wrong."""
+        if self.numerics is not None:
+            return self.numerics
+        if self.category == "cpu_fallback":
+            return "host"
+        if self.flops is not None or self.kind == "matmul" or self.autocast == "lower":
+            return "matmul"
+        if self.valid_range is not None:
+            return "activation"
+        tags = op.tags if op is not None else ()
+        if self.kind == "reduction" or self.reduces or torch.Tag.reduction in tags:
+            return "reduction"
+        if self.category == "host_only" or self.kind in ("view", "copy", "factory"):
+            return "movement"
+        if self.name.startswith(("bitwise_", "__and__", "__or__", "__xor__", "__lshift__", "__rshift__")):
+            return "integer"
+        return "elementwise"
 
     @property
     def key(self) -> str:
@@ -218,6 +261,8 @@ def op(
         lower = ()
     if category is not None and category not in CATEGORIES:
         raise ValueError(f"{name}: unknown category {category!r}; valid: {', '.join(CATEGORIES)}")
+    if isinstance(facts.get("valid_range"), tuple):  # (lo, hi, text[, magnitude]) in the table
+        facts["valid_range"] = ValidRange(*facts["valid_range"])  # type: ignore[misc]
     return OpRecord(name, category, reason, lower=lower, transcendental=trans, **facts)  # type: ignore[arg-type]
 
 

@@ -3,7 +3,9 @@
 Runs the kernel on the simulator and the reference on the CPU, compares every output with
 ``|got - want| <= atol + rtol * |want|``, and reports the maximum error of each output tile
 (128 rows x 512 columns by default) as a small heat map. It also runs the reference op by op on
-the ``neuron`` device to set the kernel's modeled time beside the reference ops' modeled time.
+the ``neuron`` device to set the kernel's modeled time beside the reference ops' modeled time, and
+reports AWS's three-way numerics ratio per output, |kernel − FP32| / |CPU BF16 − FP32| in L-inf and L2
+(threshold 1.5; :mod:`trn_notebook.numerics_ratio`), with the reference run on FP32 and on BF16 inputs.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 
 import torch
 
+from ..numerics_ratio import NumericsRatio, numerics_ratio
 from .costmodel import fmt_seconds
 from .jit import Kernel, simulate
 from .report import KernelReport
@@ -46,6 +49,13 @@ class CheckResult:
     reference_s: float
     report: KernelReport
     notes: list[str] = field(default_factory=list)
+    ratios: list[NumericsRatio | None] = field(default_factory=list)  # per output; None: not a float output
+
+    @property
+    def ratio_passed(self) -> bool | None:
+        """Every float output's AWS ratio below 1.5 (L-inf and L2); ``None`` when no ratio could be computed."""
+        known = [r for r in self.ratios if r is not None]
+        return all(r.passed for r in known) if known else None
 
     def __bool__(self) -> bool:
         return self.passed
@@ -63,6 +73,9 @@ class CheckResult:
             lines.append(
                 f"  output {i} {o.shape}: max |error| {o.worst:.3g}; {bad} of {sum(map(len, o.bad))} tiles out of tolerance"
             )
+            ratio = self.ratios[i] if i < len(self.ratios) else None
+            if ratio is not None:
+                lines.append(f"    {ratio.label()}")
         lines.append(
             f"  modeled: kernel {fmt_seconds(self.kernel_s)} vs reference ops {fmt_seconds(self.reference_s)} "
             f"on the device ({self.speedup:.2f}x)"
@@ -119,6 +132,31 @@ def _reference_device_seconds(reference_fn: Any, inputs: tuple[Any, ...]) -> flo
     return float(clocks.snapshot()["sim_device_s"] - before)
 
 
+def _cast(inputs: tuple[Any, ...], dtype: torch.dtype) -> tuple[Any, ...]:
+    return tuple(a.to(dtype) if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in inputs)
+
+
+def _ratios(
+    reference_fn: Any, inputs: tuple[Any, ...], got: list[torch.Tensor]
+) -> tuple[list[NumericsRatio | None], str]:
+    """The AWS ratio of each kernel output against the reference on FP32 and on BF16 (CPU) inputs."""
+    try:
+        with torch.no_grad():
+            fp32, bf16 = reference_fn(*_cast(inputs, torch.float32)), reference_fn(*_cast(inputs, torch.bfloat16))
+    except Exception as exc:  # the reference need not run in BF16 (e.g. it builds float32 tensors itself)
+        return [], f"AWS ratio missing: the reference does not run on BF16 inputs ({type(exc).__name__}: {exc})"
+    f_list = list(fp32) if isinstance(fp32, tuple | list) else [fp32]
+    b_list = list(bf16) if isinstance(bf16, tuple | list) else [bf16]
+    ratios: list[NumericsRatio | None] = []
+    for g, f, b in zip(got, f_list, b_list):
+        floats = all(isinstance(t, torch.Tensor) and t.is_floating_point() for t in (g, f, b))
+        ratios.append(numerics_ratio(g, f, b) if floats and g.numel() else None)
+    return (
+        ratios,
+        "AWS ratio = |kernel - FP32| / |CPU BF16 - FP32| (pass < 1.5, L-inf and L2): reference on FP32 / BF16 inputs",
+    )
+
+
 def check(
     kernel: Kernel | Any,
     reference_fn: Any,
@@ -129,7 +167,8 @@ def check(
 ) -> CheckResult:
     """Compare ``kernel(*inputs)`` with ``reference_fn(*inputs)``; returns a :class:`CheckResult` (truthy if it passes).
 
-    Raises :class:`~trn_notebook.nki.NkiError` if the kernel breaks a hardware rule, and
+    The result also carries AWS's numerics ratio per output (``ratios``, ``ratio_passed``). Raises
+    :class:`~trn_notebook.nki.NkiError` if the kernel breaks a hardware rule, and
     ``ValueError`` if the kernel and the reference return different numbers or shapes of outputs.
     """
     from ..device import costmodel as device_costmodel
@@ -153,4 +192,6 @@ def check(
     kernel_s = run.report.modeled_s + launch
     reference_s = _reference_device_seconds(reference_fn, cpu_inputs)
     notes = ["times are modeled (engine-level model for the kernel, the device's eager op model for the reference)"]
-    return CheckResult(passed, rtol, atol, outputs, kernel_s, reference_s, run.report, notes)
+    ratios, ratio_note = _ratios(reference_fn, cpu_inputs, got_list)
+    notes.append(ratio_note)
+    return CheckResult(passed, rtol, atol, outputs, kernel_s, reference_s, run.report, notes, ratios)

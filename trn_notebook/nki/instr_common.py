@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 
+from ..device.numerics_ops import tile_cast
 from .errors import describe, fail, kernel_line
 from .simulator import SimContext
 from .tensor import NkiTensor, psum, sbuf
@@ -68,7 +69,7 @@ def _same_layout(a: NkiTensor, b: NkiTensor, instr: str, what: str) -> None:
 
 def _store(dst: NkiTensor, value: torch.Tensor) -> None:
     """Write float32 ``value`` (same element count) into ``dst`` with the engine's cast."""
-    dst.data.copy_(value.reshape(dst.shape).to(dst.dtype))
+    dst.data.copy_(tile_cast(value.reshape(dst.shape), dst.dtype))  # RNE, or the numerics policy's SR
 
 
 def _read_psum(ctx: SimContext, *tensors: NkiTensor) -> None:

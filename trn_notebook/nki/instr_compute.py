@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 
+from ..device.numerics_ops import check_activation_range
 from . import costmodel as cm
 from .errors import fail
 from .instr_common import (
@@ -195,7 +196,9 @@ def activation(
             raise fail(f"activation: reduce_res must be ({data.partitions}, 1), got {reduce_res.shape}")
     reads = [data, *(v for v in (scale, bias) if isinstance(v, NkiTensor))]
     if not ctx.meta:
-        out = op.fn(_flat(data) * s + b)
+        x = _flat(data) * s + b
+        check_activation_range(op.name, x)  # trainium numerics: the documented valid input range
+        out = op.fn(x)
         _store(dst, out)
         _read_psum(ctx, data)
         regs = ctx.__dict__.setdefault("act_regs", torch.zeros(PMAX, 1))

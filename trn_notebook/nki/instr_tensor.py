@@ -6,6 +6,7 @@ from typing import Any
 
 import torch
 
+from ..device.numerics_ops import tile_cast
 from . import costmodel as cm
 from .errors import fail
 from .instr_common import (
@@ -79,12 +80,12 @@ def nc_matmul(
         result = torch.mm(_flat(st).T, _flat(mv)).reshape(dst.shape)
         assert dst.storage.written is not None  # every PSUM storage tracks matmul writes
         mask = dst.storage.written.as_strided(dst.data.shape, dst.data.stride(), dst.data.storage_offset())
-        if accumulate is None:
-            dst.data.copy_(torch.where(mask, dst.data.float() + result, result).to(dst.dtype))
+        if accumulate is None:  # FP32 PSUM: exact; a BF16 PSUM tile (NC-v4) rounds: RNE or the policy's SR
+            dst.data.copy_(tile_cast(torch.where(mask, dst.data.float() + result, result), dst.dtype))
         elif accumulate:
-            dst.data.copy_((dst.data.float() + result).to(dst.dtype))
+            dst.data.copy_(tile_cast(dst.data.float() + result, dst.dtype))
         else:
-            dst.data.copy_(result.to(dst.dtype))
+            dst.data.copy_(tile_cast(result, dst.dtype))
         mask.fill_(True)
     ctx.scheduler.flops += 2.0 * st.partitions * m * n
     secs = cm.matmul_s(ctx.spec, m, n, fp32)

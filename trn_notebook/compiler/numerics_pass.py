@@ -1,0 +1,147 @@
+"""The numerics pass: make the ``trainium`` precision policy explicit in the IR (casts and rounding nodes).
+
+It reads the policy in force (:mod:`trn_notebook.device.numerics`; the cache key includes it) and rewrites
+the graph the same way the eager path computes each op (:mod:`trn_notebook.device.numerics_ops`):
+
+* ``matmul`` nodes: FP32 operands are auto-cast (``numerics_round`` to the cast type, kept in FP32) and
+  low-precision operands upcast (``cast`` to f32); the node computes in FP32 and its result is rounded
+  once to its declared dtype (``numerics_round``: RNE or stochastic).
+* other computing nodes (pointwise, reduction, library): rewritten only where the CPU kernel's own
+  FP32-internal, RNE result differs from the policy: stochastic rounding of low-precision results, and
+  ``autocast="all"`` (FP32 inputs and results rounded through the cast type).
+
+Under ``exact`` it returns the graph unchanged. int64 is handled by ``legalize_dtypes`` (the real backend's
+downcast). Not rewritten in compiled graphs: the ScalarE valid-range warning (eager only).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..device.numerics import NumericsPolicy, numerics
+from ..device.numerics_ops import ADDEND_OPS, NOT_OPERANDS
+from .ir import DType, Graph, Node, Ref, TensorType
+from .ops import OPS
+
+_LOW = frozenset({"bf16", "f16"})
+_CAST_NAMES = {"bf16": "bf16", "fp16": "f16", "tf32": "tf32", "fp8_e4m3": "fp8_e4m3"}
+
+
+def key_items() -> dict[str, Any]:
+    """The policy's part of the compile cache key (empty under ``exact``: exact keys do not change)."""
+    policy = numerics.policy
+    return {"numerics": policy.to_dict()} if policy.active else {}
+
+
+def _operand_names(op: str) -> list[str]:
+    impl = OPS[op].impl
+    schema = getattr(impl, "_schema", None)
+    return [a.name for a in schema.arguments] if schema is not None else []
+
+
+class _Rewriter:
+    def __init__(self, g: Graph, policy: NumericsPolicy) -> None:
+        self.policy = policy
+        self.types = g.types()
+        self.taken = set(self.types)
+        self.i = 0
+        self.nodes: list[Node] = []
+
+    def fresh(self) -> str:
+        while f"q{self.i}" in self.taken:
+            self.i += 1
+        name = f"q{self.i}"
+        self.taken.add(name)
+        return name
+
+    def emit(self, src: Ref, t: TensorType, op: str, kwargs: tuple[tuple[str, Any], ...], source: str) -> Ref:
+        new = self.fresh()
+        self.nodes.append(Node((new,), (t,), op, (src,), kwargs, source))
+        return Ref(new)
+
+    def rnd(self, src: Ref, t: TensorType, target: str, out: str, source: str, stochastic: bool) -> Ref:
+        kwargs = (("target", target), ("stochastic", stochastic), ("dtype", DType(out)))
+        return self.emit(src, TensorType(out, t.shape), "numerics_round", kwargs, source)
+
+    def operand(self, a: Any, matmul: bool, is_operand: bool, source: str) -> Any:
+        if not isinstance(a, Ref):
+            return a
+        t = self.types.get(a.name)
+        if t is None:
+            return a
+        p = self.policy
+        cast = _CAST_NAMES[p.autocast_type]
+        if t.dtype == "f32" and (
+            (matmul and is_operand and p.autocast != "none") or (not matmul and p.autocast == "all")
+        ):
+            return self.rnd(a, t, cast, "f32", source, False)
+        if t.dtype in _LOW:
+            return self.emit(a, TensorType("f32", t.shape), "cast", (("dtype", DType("f32")),), source)
+        return a
+
+    def node(self, n: Node) -> None:
+        d = OPS.get(n.op)
+        if d is None or d.kind in ("view", "copy", "factory") or n.op in ("cast", "numerics_round"):
+            self.nodes.append(n)
+            return
+        matmul = d.kind == "matmul"
+        floats = [t for t in n.types if t is not None and t.dtype in (_LOW | {"f32"})]
+        if not floats or len(floats) != len([t for t in n.types if t is not None]):
+            self.nodes.append(n)
+            return
+        if not matmul and not self._elementwise_changes(n):
+            self.nodes.append(n)
+            return
+        names = _operand_names(n.op)
+        skip_self = n.op in ADDEND_OPS
+        args = tuple(
+            self.operand(
+                a,
+                matmul,
+                (names[i] if i < len(names) else "") not in NOT_OPERANDS and not (skip_self and i == 0),
+                n.source,
+            )
+            for i, a in enumerate(n.args)
+        )
+        if args == n.args and all(t.dtype == "f32" for t in floats) and (matmul or self.policy.autocast != "all"):
+            self.nodes.append(n)  # nothing to cast: FP32 in, FP32 out
+            return
+        p = self.policy
+        plan: list[tuple[str, str, bool] | None] = []
+        for o, t in zip(n.outs, n.types):
+            if not o or t is None:
+                plan.append(None)
+            elif t.dtype in _LOW:
+                plan.append((t.dtype, t.dtype, p.stochastic_rounding))
+            elif p.autocast == "all":  # every FP32 operation in the cast type, its result too
+                plan.append((_CAST_NAMES[p.autocast_type], "f32", False))
+            else:
+                plan.append(None)  # FP32 result: kept as computed (PSUM / engine FP32)
+        inner = tuple(self.fresh() if step is not None else o for o, step in zip(n.outs, plan))
+        inner_types = tuple(None if t is None else TensorType("f32", t.shape, t.strides) for t in n.types)
+        self.nodes.append(n.with_(outs=inner, types=inner_types, args=args))
+        for o, i, t, step in zip(n.outs, inner, n.types, plan):
+            if step is not None and t is not None:
+                kwargs = (("target", step[0]), ("stochastic", step[2]), ("dtype", DType(step[1])))
+                self.nodes.append(Node((o,), (t,), "numerics_round", (Ref(i),), kwargs, n.source))
+
+    def _elementwise_changes(self, n: Node) -> bool:
+        p = self.policy
+        if p.autocast == "all":
+            return True
+        return p.stochastic_rounding and any(t is not None and t.dtype in _LOW for t in n.types)
+
+
+def apply_numerics(g: Graph) -> Graph:
+    """The graph with the numerics policy in force made explicit (unchanged under ``exact``)."""
+    policy = numerics.policy
+    if not policy.active:
+        return g
+    rw = _Rewriter(g, policy)
+    for n in g.nodes:
+        rw.node(n)
+    meta = (*g.meta, ("numerics", policy.label()))
+    return Graph(g.name, g.inputs, tuple(rw.nodes), g.outputs, meta)
+
+
+__all__ = ["apply_numerics", "key_items"]
