@@ -1,7 +1,7 @@
 """The first ATen op of one module whose output differs between CPU FP32 and neuron (PyTorch's DebugMode).
 
 The module is replayed on the FP32 run's own inputs, once on the CPU copy and once on the neuron copy,
-each under ``torch.utils._debug_mode.DebugMode`` with ``log_tensor_hashes("norm")``; PyTorch's
+each under ``torch.utils._debug_mode.DebugMode`` with ``log_tensor_hashes`` (the L1 norm, taken on the host); PyTorch's
 ``DebugMode.check_hash_mismatches`` lists the ops whose output hashes (L1 norms) differ, and the first
 one is named. Fed the same FP32 inputs, a differing op is the module's own divergence, not inherited.
 """
@@ -17,10 +17,15 @@ from .capture import ModuleCall, to_device
 __all__ = ["first_differing_op"]
 
 
+def _host_norm(t: torch.Tensor) -> float:
+    """DebugMode's "norm" hash (the L1 norm) computed on the host in float64: the device has no float64."""
+    return float(t.detach().cpu().double().abs().sum())
+
+
 def _logs(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
     from torch.utils._debug_mode import DebugMode
 
-    with torch.no_grad(), DebugMode() as mode, DebugMode.log_tensor_hashes("norm"):
+    with torch.no_grad(), DebugMode() as mode, DebugMode.log_tensor_hashes(_host_norm):
         module(*args, **kwargs)
     return mode.logs
 
