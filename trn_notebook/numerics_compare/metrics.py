@@ -60,11 +60,11 @@ class Heatmap:
 
 
 def _cosine(a: torch.Tensor, b: torch.Tensor) -> float:
-    a, b = a.double().flatten(), b.double().flatten()
-    na, nb = float(a.norm()), float(b.norm())
+    a, b = a.flatten(), b.flatten()  # float32 products, float64 sums (torch.dot's accumulation would be float32)
+    na, nb = float(a.square().sum(dtype=torch.float64)), float(b.square().sum(dtype=torch.float64))
     if na == 0.0 or nb == 0.0:
         return 1.0 if na == nb else 0.0
-    return float(a @ b) / (na * nb)
+    return float((a * b).sum(dtype=torch.float64)) / math.sqrt(na * nb)
 
 
 def _rel(err: float, ref: torch.Tensor) -> float:
@@ -114,7 +114,7 @@ def first_crossing(rows: list[ModuleRow], threshold: float) -> ModuleRow | None:
 
 def heatmap(ref: ModuleCall, cand: ModuleCall) -> Heatmap:
     """The error heat map of one module call (``|cand − ref|``, max-pooled)."""
-    err = (cand.output.double() - ref.output.double()).abs()
+    err = (cand.output - ref.output).abs()  # both float32 CPU captures
     shape = tuple(err.shape)
     if err.dim() == 0:
         err = err.reshape(1, 1)
@@ -123,6 +123,6 @@ def heatmap(ref: ModuleCall, cand: ModuleCall) -> Heatmap:
     else:
         err = err.reshape(-1, err.shape[-1])
     rows, cols = min(HEAT_ROWS, err.shape[0]), min(HEAT_COLS, err.shape[1])
-    pooled = torch.nn.functional.adaptive_max_pool2d(err[None, None].float(), (rows, cols))[0, 0]
-    values = tuple(float(v) for v in pooled.flatten())
+    pooled = torch.nn.functional.adaptive_max_pool2d(err[None, None], (rows, cols))[0, 0]
+    values = tuple(pooled.flatten().tolist())
     return Heatmap(ref.key, rows, cols, values, max(values, default=0.0), shape)
