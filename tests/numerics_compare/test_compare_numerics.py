@@ -127,3 +127,13 @@ def test_generation_token_and_teacher_forced_logit_agreement(fresh_device):
     assert all(t.positions == 3 and t.worst == 0 for t in g.neuron_tiers)
     assert max(t.worst for t in g.bf16_tiers) > 0  # CPU BF16's logits differ from FP32's
     assert "onboarding-models.rst" in r.text() and "teacher-forced logits, neuron" in r.text()
+
+
+def test_an_inplace_op_after_a_module_does_not_change_its_capture(fresh_device, x):
+    model = nn.Sequential(nn.Linear(16, 8), nn.ReLU(inplace=True))
+    r = trn_notebook.compare_numerics(model, x, numerics={"mode": "exact"})
+    assert (r.table["ratio_linf"] == 0).all()
+    linear, relu = r.rows[0], r.rows[1]
+    assert linear.bf16_max_abs > 0 and linear.shape == relu.shape == (4, 8)
+    h = r.heatmaps["0"]
+    assert h.max == 0.0 and (h.rows, h.cols) == (4, 8)

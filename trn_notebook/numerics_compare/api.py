@@ -20,7 +20,7 @@ from ..numerics_ratio import THRESHOLD, numerics_ratio
 from .capture import Capture, capture, cpu_copy, first_tensor, source_line, to_device
 from .debug import first_differing_op
 from .generation import check_generation
-from .metrics import first_crossing, heatmap, module_rows
+from .metrics import Heatmap, first_crossing, heatmap, module_rows
 from .result import NumericsComparison
 
 __all__ = ["compare_numerics", "last_comparison", "resolve_policy"]
@@ -132,7 +132,14 @@ def compare_numerics(
             gen = check_generation(
                 models, {"fp32": "cpu", "bf16": "cpu", "neuron": "neuron"}, kwargs or {"input_ids": args[0]}, new_tokens
             )
-    heat = {r.key: heatmap(fp32.calls[r.key], neuron.calls[r.key]) for r in rows}
+    heat: dict[str, Heatmap] = {}
+    by_capture: dict[tuple[int, int], Heatmap] = {}  # a block sharing its last child's output shares its map
+    for r in rows:
+        ref, cand = fp32.calls[r.key], neuron.calls[r.key]
+        ident = (id(ref.output), id(cand.output))
+        if ident not in by_capture:
+            by_capture[ident] = heatmap(ref, cand)
+        heat[r.key] = dataclasses.replace(by_capture[ident], key=r.key)
     notes = [
         "ratio: |neuron - FP32| / |CPU BF16 - FP32| of each module's first floating output; 0 when neuron equals "
         "FP32, 1 when both equal FP32, inf when only CPU BF16 equals FP32. max rel: max abs error / max |FP32|"

@@ -101,6 +101,7 @@ def capture(
     """
     result = Capture()
     counts: dict[str, int] = {}
+    seen: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}  # id(output) -> (output, capture): one copy per tensor
     handles = []
 
     def hook_for(name: str) -> Callable[..., None]:
@@ -111,7 +112,9 @@ def capture(
             counts[name] = counts.get(name, 0) + 1
             key = name if counts[name] == 1 else f"{name}#{counts[name]}"
             kept = (args, kwargs) if keep_inputs else None
-            result.calls[key] = ModuleCall(key, name, type(module).__name__, t.detach().float().cpu(), kept)
+            if id(t) not in seen:  # a block returning its last child's output shares that child's capture
+                seen[id(t)] = (t, t.detach().to("cpu", torch.float32, copy=True))  # safe from later in-place ops
+            result.calls[key] = ModuleCall(key, name, type(module).__name__, seen[id(t)][1], kept)
 
         return hook
 
