@@ -101,7 +101,7 @@ def capture(
     """
     result = Capture()
     counts: dict[str, int] = {}
-    seen: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}  # id(output) -> (output, capture): one copy per tensor
+    seen: dict[int, tuple[torch.Tensor, int, torch.Tensor]] = {}  # id(output) -> (output, its version, capture)
     handles = []
 
     def hook_for(name: str) -> Callable[..., None]:
@@ -112,9 +112,11 @@ def capture(
             counts[name] = counts.get(name, 0) + 1
             key = name if counts[name] == 1 else f"{name}#{counts[name]}"
             kept = (args, kwargs) if keep_inputs else None
-            if id(t) not in seen:  # a block returning its last child's output shares that child's capture
-                seen[id(t)] = (t, t.detach().to("cpu", torch.float32, copy=True))  # safe from later in-place ops
-            result.calls[key] = ModuleCall(key, name, type(module).__name__, seen[id(t)][1], kept)
+            # a block returning its last child's output (unchanged since: same version) shares that child's capture
+            known = seen.get(id(t))
+            if known is None or known[1] != t._version:
+                known = seen[id(t)] = (t, t._version, t.detach().to("cpu", torch.float32, copy=True))
+            result.calls[key] = ModuleCall(key, name, type(module).__name__, known[2], kept)
 
         return hook
 
