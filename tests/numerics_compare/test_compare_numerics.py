@@ -46,6 +46,7 @@ def OffsetProjection_forward_line() -> int:
     return inspect.getsourcelines(OffsetProjection.forward)[1]
 
 
+@pytest.mark.slow  # DebugMode's first use imports torch.distributed.tensor: ~6 s at load 8
 def test_trainium_matmult_first_crossing_is_the_sensitive_module(fresh_device, x):
     before = trn_notebook.numerics_policy()
     r = trn_notebook.compare_numerics(sensitive_mlp(), x, numerics={"mode": "trainium", "autocast": "matmult"})
