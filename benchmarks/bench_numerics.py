@@ -2,7 +2,7 @@
 
 * transformer block (d=256, 4 heads, batch 8x128, fp32) eager forward+backward on ``neuron``:
   ``trainium`` (auto-cast none, the faithful default) and ``trainium,autocast=matmult`` vs ``exact``
-  (target <= 1.5x), interleaved rounds;
+  (target <= 1.5x), interleaved rounds; the same block in bf16 (every matmul upcast, FP32, rounded once);
 * the same block compiled (``backend="neuron"``), steady-state fw+bw, vs compiled under ``exact``
   (target <= 1.2x). Changing the policy recompiles (the policy is part of the compile), so the compiled
   rounds alternate exact / trainium blocks with a warm-up call after each switch.
@@ -33,10 +33,11 @@ def per_call(fn: Callable[[], None], n: int) -> float:
     return (time.perf_counter() - t0) / n
 
 
-def block() -> tuple[nn.Module, torch.Tensor]:
+def block(dtype: torch.dtype = torch.float32) -> tuple[nn.Module, torch.Tensor]:
     torch.manual_seed(0)
-    layer = nn.TransformerEncoderLayer(256, 4, dim_feedforward=1024, dropout=0.0, batch_first=True).to("neuron")
-    return layer, torch.randn(8, 128, 256).to("neuron")
+    layer = nn.TransformerEncoderLayer(256, 4, dim_feedforward=1024, dropout=0.0, batch_first=True)
+    layer = layer.to(device="neuron", dtype=dtype)
+    return layer, torch.randn(8, 128, 256).to(device="neuron", dtype=dtype)
 
 
 def step_of(layer: nn.Module, x: torch.Tensor) -> Callable[[], None]:
@@ -72,6 +73,9 @@ def main() -> None:
             rounds[name].append(timed(policy, eager, 3) / base)
     for name, ratios in rounds.items():
         print(f"eager fwd+bwd, {name} vs exact: {spread(ratios)} (target <= 1.5x)")
+    bf16 = step_of(*block(torch.bfloat16))  # every matmul takes the FP32-accumulation path
+    ratios = [timed(variants["trainium"], bf16, 3) / timed(exact, bf16, 3) for _ in range(5)]
+    print(f"eager fwd+bwd, bf16 block, trainium vs exact: {spread(ratios)} (no target; the costly path)")
 
     compiled = torch.compile(layer, backend="neuron")
     cstep = step_of(compiled, x)

@@ -30,7 +30,8 @@ RNG_NOTE = (
 HARDWARE_OPTIONS = (
     "nothing to set in the notebook: the instance decides the chip and cores (NEURON_LOGICAL_NC_CONFIG), "
     "NEURON_LAUNCH_BLOCKING=1 / TORCH_NEURONX_ENABLE_CONCATENATION=1 set before the kernel starts choose "
-    "blocking launches and eager fusion"
+    "blocking launches and eager fusion; on hardware the numerics are the hardware's (the compiler's --auto-cast in "
+    "NEURON_CC_FLAGS chooses the precision)"
 )
 
 
@@ -137,7 +138,7 @@ def use_device(
         raise ValueError(f"unknown device {name!r}; valid devices: neuron, cpu")
     backend = backends.current()
     if not backend.is_simulator:
-        return _use_hardware(backend, chip=chip, cores=cores, blocking=blocking, fusion=fusion)
+        return _use_hardware(backend, chip=chip, cores=cores, blocking=blocking, fusion=fusion, numerics=numerics)
     register()
     policy = parse_numerics(numerics) if numerics is not None else None  # validate before changing anything
     if chip is not None or cores is not None:
@@ -156,14 +157,20 @@ def use_device(
 
 
 def _use_hardware(
-    backend: backends.Backend, *, chip: str | None, cores: int | None, blocking: bool | None, fusion: bool | None
+    backend: backends.Backend,
+    *,
+    chip: str | None,
+    cores: int | None,
+    blocking: bool | None,
+    fusion: bool | None,
+    numerics: str | None = None,
 ) -> Card:
     """``neuron:0`` of TorchNeuron as the default device.
 
     Raises ``SimulatorOnlyError`` for the simulator's options, :class:`DeviceUnavailableError` when torch has no
     ``neuron`` device type.
     """
-    options = (("chip", chip), ("cores", cores), ("blocking", blocking), ("fusion", fusion))
+    options = (("chip", chip), ("cores", cores), ("blocking", blocking), ("fusion", fusion), ("numerics", numerics))
     given = [f"--{n}" for n, v in options if v is not None]
     if given:
         backend.require_simulator(f"%trn device neuron {' '.join(given)}", HARDWARE_OPTIONS)
