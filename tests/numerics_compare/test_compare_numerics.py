@@ -144,3 +144,15 @@ def test_an_inplace_op_after_a_module_does_not_change_its_capture(fresh_device, 
     assert torch.equal(captured["1"], torch.relu(captured["0"]))
     h = r.heatmaps["0"]
     assert h.max == 0.0 and (h.rows, h.cols) == (4, 8)
+
+
+def test_the_widget_esm_ships_with_no_network_and_no_innerhtml():
+    import re
+
+    from trn_notebook.widgets import NumericsView
+    from trn_notebook.widgets._base import STATIC
+
+    text = (STATIC / "numerics.js").read_text()
+    assert str(NumericsView._esm) == text and "export default { render }" in text
+    assert not re.search(r"^\s*import\b", text, re.M) and not re.search(r"https?://(?!www\.w3\.org/2000/svg)", text)
+    assert "innerHTML" not in text and "insertAdjacentHTML" not in text
