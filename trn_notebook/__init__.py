@@ -60,10 +60,14 @@ def __getattr__(name: str) -> object:
         from .device import numerics as _numerics
 
         return getattr(_numerics, _NUMERICS_NAMES[name])
-    if name == "numerics_ratio":  # the AWS three-way ratio (trn_notebook.numerics_ratio)
-        from .numerics_ratio import numerics_ratio
+    if name == "numerics_ratio":  # the AWS three-way ratio (trn_notebook/aws_ratio.py)
+        from .aws_ratio import numerics_ratio
 
         return numerics_ratio
+    if name == "compare_numerics":  # the three-way divergence finder (trn_notebook.numerics_compare)
+        from .numerics_compare import compare_numerics
+
+        return compare_numerics
     if name == "nki_op":  # custom tile kernels as torch custom ops (trn_notebook.nki, loaded on first use)
         from .nki import nki_op
 
@@ -141,6 +145,7 @@ __all__ = [
     "__version__",
     "bucketed",
     "clear_op_tracking",
+    "compare_numerics",
     "compile",
     "dryrun",
     "explain",

@@ -100,3 +100,17 @@ def fmt_compile(measured_s: float | None, modeled_s: float | None) -> str:
     measured = fmt_s(measured_s) if measured_s is not None else "n/a"
     modeled = fmt_duration(modeled_s) if modeled_s is not None else "n/a"
     return f"{COMPILE_MEASURED_LABEL} {measured} · {COMPILE_MODELED_LABEL} {modeled}"
+
+
+def fmt_ratio(value: float) -> str:
+    """A numerics ratio or error with three significant digits: ``1.02``, ``0.000153``, ``inf``, ``0``."""
+    if value != value:  # NaN: not computed
+        return "n/a"
+    if value in (float("inf"), float("-inf")):
+        return "inf" if value > 0 else "-inf"
+    return "0" if value == 0 else f"{value:.3g}"
+
+
+def fmt_share(value: float) -> str:
+    """A share in [0, 1] as a percentage with one decimal: ``28.1%``."""
+    return f"{100.0 * value:.1f}%"

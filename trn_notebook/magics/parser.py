@@ -20,7 +20,7 @@ from ..presentation import EXPLAIN_STAGES
 
 CELL_MODES = ("eager", "compile", "profile")  # only as %%trn
 LINE_ONLY = (
-    "device", "status", "ops", "memory", "cache", "shapes", "explain", "report", "dashboard", "reset", "port-check", "help",
+    "device", "status", "ops", "memory", "cache", "shapes", "explain", "numerics", "report", "dashboard", "reset", "port-check", "help",
 )  # fmt: skip
 SUBCOMMANDS = (*LINE_ONLY[:1], *CELL_MODES, *LINE_ONLY[1:], "timeit")
 STAGES = tuple(EXPLAIN_STAGES)
@@ -120,6 +120,13 @@ def build_parser() -> Parser:
     p = add("explain", "every stage of a compilation (FX, ATen, IR, passes, schedule)")
     p.add_argument("name", nargs="?", help="a compiled cell name or a compiled callable in the namespace")
     p.add_argument("--stage", choices=STAGES)
+    p = add("numerics", "three-way numerics: CPU FP32 vs CPU BF16 vs neuron per module (AWS ratio, first crossing)")
+    p.add_argument("model", help="name of an nn.Module in the notebook")
+    p.add_argument("inputs", help="name of its inputs: a tensor, a tuple of arguments or a dict of keyword arguments")
+    p.add_argument("--numerics", metavar="MODE[,K=V...]", help="policy for this call: trainium[,autocast=matmult]")
+    p.add_argument("--compiled", action="store_true", help="also compare the torch.compile(backend='neuron') output")
+    p.add_argument("--threshold", type=float, default=1.5, help="AWS ratio threshold (default 1.5)")
+    p.add_argument("--generate", type=_positive, metavar="N", help="also generate N greedy tokens (HF model)")
     add("report", "the migration report")
     add("dashboard", "status, placement, memory and compile cache together")
     p = add("reset", "start an exercise over: placement log, clocks, memory statistics, compile and shape logs")

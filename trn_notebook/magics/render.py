@@ -69,6 +69,11 @@ def render_shapes(result: Result, name: str | None) -> Any:
     return widget("ShapeTuner", result, name=name) if name else result
 
 
+def render_numerics(result: Result) -> Any:
+    """The per-layer numerics curve, else the comparison's tables."""
+    return widget("NumericsView", result, result=result)
+
+
 def render_dashboard(result: Result) -> Any:
     """The dashboard widget, else status, placement and memory stacked."""
     return widget("Dashboard", result)

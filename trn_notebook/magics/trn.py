@@ -264,6 +264,37 @@ class TrnMagics(Magics):
         except (ValueError, TypeError) as exc:
             raise UsageError(f"%trn explain {name}: {exc}") from None
 
+    def _cmd_numerics(self, args: argparse.Namespace, cell: str | None) -> Any:
+        from ..numerics_compare import compare_numerics
+
+        form = "correct form: %trn numerics MODEL INPUTS [--numerics trainium,autocast=matmult] [--compiled]"
+        model, inputs = (self._lookup(name, "numerics", form) for name in (args.model, args.inputs))
+        generate = {"max_new_tokens": args.generate} if args.generate else None
+        try:
+            result = compare_numerics(
+                model,
+                inputs,
+                numerics=args.numerics,
+                compiled=args.compiled,
+                threshold=args.threshold,
+                generate=generate,
+            )
+        except (TypeError, ValueError) as exc:
+            raise UsageError(f"%trn numerics: {exc}\n{form}") from None
+        return render.render_numerics(result)
+
+    def _lookup(self, name: str, command: str, form: str) -> Any:
+        """``name`` (``a`` or ``a.b.c``) in the notebook's namespace; never evaluated as code."""
+        head, *rest = name.split(".")
+        if not head.isidentifier() or head not in self.shell.user_ns:
+            raise UsageError(f"%trn {command}: {name!r} is not a name in the notebook\n{form}")
+        value = self.shell.user_ns[head]
+        for attr in rest:
+            if not attr.isidentifier() or not hasattr(value, attr):
+                raise UsageError(f"%trn {command}: {name!r}: no attribute {attr!r}\n{form}")
+            value = getattr(value, attr)
+        return value
+
     def _cmd_report(self, args: argparse.Namespace, cell: str | None) -> Any:
         return session.report()
 

@@ -35,6 +35,7 @@ class Evidence:
     versions: dict[str, str] = field(default_factory=dict)
     completed: str | None = None
     numerics: dict[str, Any] | None = None
+    three_way: dict[str, Any] | None = None  # the session's compare_numerics result, as facts (three_way_facts)
     placement: dict[str, Any] = field(default_factory=dict)
     latency: dict[str, Any] | None = None
     startup: dict[str, Any] | None = None
@@ -141,6 +142,39 @@ def _numerics(model: torch.nn.Module, dev_model: torch.nn.Module, inputs: tuple[
     }
 
 
+def three_way_facts(comparison: Any, origin: str) -> dict[str, Any]:
+    """The report's facts of one :class:`~trn_notebook.numerics_compare.NumericsComparison` (``origin``: who ran it)."""
+    policy = comparison.policy
+    return {
+        "model": comparison.model,
+        "origin": origin,
+        "mode": policy.mode,
+        "policy": policy.label(),
+        "sourced": [item for item, _ in policy.sourced()],
+        "assumed": list(policy.assumed()),
+        "threshold": comparison.threshold,
+        "passed": comparison.passed,
+        "acceptable": comparison.acceptable,
+        "verdict": comparison.verdict(),
+        "modules": len(comparison.rows),
+    }
+
+
+def _three_way(model: torch.nn.Module, inputs: tuple[Any, ...]) -> dict[str, Any]:
+    """A three-way comparison of ``model`` under the numerics policy in force (its own copies of the model)."""
+    from ..numerics_compare import compare_numerics
+
+    comparison = compare_numerics(model, inputs)
+    return three_way_facts(comparison, "this report's run (trn_notebook.compare_numerics, policy in force)")
+
+
+def _session_three_way() -> dict[str, Any] | None:
+    from ..numerics_compare import last_comparison
+
+    comparison = last_comparison()
+    return None if comparison is None else three_way_facts(comparison, "the session's last compare_numerics")
+
+
 def _latency(dev_model: torch.nn.Module, inputs: tuple[Any, ...], runs: int, batch: int | None) -> dict[str, Any]:
     """Synchronised eager latency on the device: wall and modeled device time per run, each labelled."""
     dev_inputs = _to(inputs, "neuron")
@@ -245,7 +279,10 @@ def collect_evidence(
 ) -> Evidence:
     """Gather every row; with ``model`` and ``inputs`` also run the numerical check and the latency runs.
 
-    The model goes to the device at most once (not at all when it is there already). A stage that
+    The model goes to the device at most once (not at all when it is there already) for the FP32 check and
+    the latency runs; the three-way comparison (``trn_notebook.compare_numerics`` under the numerics policy in
+    force) makes its own CPU FP32, CPU BF16 and device copies. Without a model, the session's last three-way
+    comparison is used when there is one. A stage that
     runs out of device memory is reported as not run, with the reason, in ``skipped``. Raises
     ``ValueError`` for ``runs`` below 1, and whatever else the model raises on the device (the
     report must not hide a failed run).
@@ -260,11 +297,12 @@ def collect_evidence(
             dev_model = device_model(model).eval()
         except torch.OutOfMemoryError as exc:
             why = f"out of device memory moving the model there: {str(exc)[:160]}"
-            ev.skipped.update(numerics=why, latency=why)
+            ev.skipped.update(numerics=why, latency=why, three_way=why)
         else:
             for stage, run in (
                 ("numerics", lambda: _numerics(model, dev_model, inputs)),
                 ("latency", lambda: _latency(dev_model, inputs, runs, batch)),
+                ("three_way", lambda: _three_way(model, inputs)),
             ):
                 try:
                     setattr(ev, stage, run())
@@ -275,6 +313,8 @@ def collect_evidence(
             model.train(was_training)
         if ev.latency is not None:
             ev.completed = f"{type(model).__name__}: forward completed on neuron ({runs + 1} runs)"
+    if ev.three_way is None and "three_way" not in ev.skipped:
+        ev.three_way = _session_three_way()
     ev.placement = _placement()
     total = sum(v for v in ev.placement["calls"].values() if isinstance(v, int))
     if model is None and total:

@@ -55,6 +55,46 @@ def _backing() -> str:
     return "Modeled device times: " + ledger_backing()
 
 
+def _plumbing(ev: Evidence) -> str:
+    """The FP32 check (device vs CPU float32 at a stated tolerance) and the BF16 noise floor."""
+    if ev.numerics:
+        n = ev.numerics
+        return (
+            f"FP32 check {'within' if n['passed'] else 'OUTSIDE'} tolerance: max |device - CPU fp32| = "
+            f"{n['device_vs_cpu_fp32_max_abs']:.3g} with {n['tolerance']}; CPU bf16 vs CPU fp32 (precision noise "
+            f"floor) = {n['cpu_bf16_vs_cpu_fp32_max_abs']:.3g}"
+        )
+    if "numerics" in ev.skipped:
+        return f"numerical check could not run: {ev.skipped['numerics']}"
+    return f"numerical check: {NOT_MEASURED} (pass model= and inputs=)"
+
+
+def acceptable_row(ev: Evidence) -> str:
+    """The "is the result acceptable?" answer: the three-way verdict (never a pass on ``exact`` numerics
+    alone), the numerics mode with its sourced and assumed parts, then the FP32 check."""
+    from ..numerics_compare import EXACT_NOTE
+
+    t = ev.three_way
+    if t is None:
+        why = ev.skipped.get("three_way")
+        head = (
+            f"three-way comparison could not run: {why}"
+            if why
+            else f"three-way comparison (CPU FP32 / CPU BF16 / neuron): {NOT_MEASURED} "
+            "(trn_notebook.compare_numerics(model, inputs, numerics={'mode': 'trainium'}) or %trn numerics)"
+        )
+        return f"{head}. {_plumbing(ev)}"
+    if t["mode"] != "trainium":
+        head = f"NOT JUDGED on {t['mode']} numerics: {EXACT_NOTE} ({t['origin']}, {t['modules']} module outputs)"
+    else:
+        head = f"{'PASS' if t['acceptable'] else 'FAIL'} ({t['origin']}): {t['verdict']}"
+    policy = f"numerics mode: {t['policy']}"
+    if t["sourced"]:
+        policy += f"; sourced ({len(t['sourced'])}): {'; '.join(t['sourced'])}"
+    policy += f"; assumed: {'; '.join(t['assumed'])}"
+    return f"{head}. {policy}. {_plumbing(ev)}"
+
+
 class MigrationReport(Result):
     """The report: six questions, the evidence that answers each, and the common ambiguity it avoids."""
 
@@ -120,17 +160,7 @@ class MigrationReport(Result):
         ev = self.evidence
         versions = "; ".join(f"{k} {v}" for k, v in ev.versions.items())
         run = f"{versions}. {ev.completed or 'execution: ' + NOT_MEASURED}"
-        if ev.numerics:
-            n = ev.numerics
-            verdict = "PASS" if n["passed"] else "FAIL"
-            numerics = (
-                f"{verdict}: max |device - CPU fp32| = {n['device_vs_cpu_fp32_max_abs']:.3g} with {n['tolerance']}; "
-                f"CPU bf16 vs CPU fp32 (precision noise floor) = {n['cpu_bf16_vs_cpu_fp32_max_abs']:.3g}"
-            )
-        elif "numerics" in ev.skipped:
-            numerics = f"numerical check could not run: {ev.skipped['numerics']}"
-        else:
-            numerics = f"numerical check: {NOT_MEASURED} (pass model= and inputs=)"
+        numerics = acceptable_row(ev)
         p = ev.placement
         calls = p.get("calls", {})
         placement = ", ".join(f"{k} {v}" for k, v in sorted(calls.items())) or NOT_MEASURED
@@ -223,12 +253,14 @@ def last_report() -> MigrationReport:
         # rows (placement, compiles, maintenance) are read now, so the report reflects every cell run before it.
         measured, now = _last[0].evidence, collect_evidence(None, None)
         now.completed, now.numerics, now.latency = measured.completed, measured.numerics, measured.latency
+        now.three_way = now.three_way or measured.three_way  # the session's newest comparison, else the report's
         now.skipped = dict(measured.skipped)
         return MigrationReport(
             now,
             [
                 "numerics and latency: the model run of the last trn_notebook.report(model, inputs, …); call it "
-                "again to re-measure. Placement, startup and maintenance: the whole session up to this cell"
+                "again to re-measure. Three-way numerics: the session's last comparison. Placement, startup and "
+                "maintenance: the whole session up to this cell"
             ],
         )
     return MigrationReport(

@@ -5,7 +5,7 @@ Runs the kernel on the simulator and the reference on the CPU, compares every ou
 (128 rows x 512 columns by default) as a small heat map. It also runs the reference op by op on
 the ``neuron`` device to set the kernel's modeled time beside the reference ops' modeled time, and
 reports AWS's three-way numerics ratio per output, |kernel − FP32| / |CPU BF16 − FP32| in L-inf and L2
-(threshold 1.5; :mod:`trn_notebook.numerics_ratio`), with the reference run on FP32 and on BF16 inputs.
+(threshold 1.5; :mod:`trn_notebook.aws_ratio`), with the reference run on FP32 and on BF16 inputs.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from ..numerics_ratio import NumericsRatio, numerics_ratio
+from ..aws_ratio import NumericsRatio, numerics_ratio
 from .costmodel import fmt_seconds
 from .jit import Kernel, simulate
 from .report import KernelReport

@@ -4,6 +4,7 @@ from .cache import CacheView
 from .dashboard import Dashboard
 from .memory import MemoryView
 from .memory_snapshot import MemorySnapshotWidget
+from .numerics import NumericsView
 from .placement import PlacementView
 from .timeline import TimelineWidget
 from .tuner import ShapeTuner
@@ -13,6 +14,7 @@ __all__ = [
     "Dashboard",
     "MemorySnapshotWidget",
     "MemoryView",
+    "NumericsView",
     "PlacementView",
     "ShapeTuner",
     "TimelineWidget",
