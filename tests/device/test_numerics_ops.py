@@ -198,3 +198,13 @@ def test_compiled_stochastic_rounding_is_unbiased() -> None:
 
 def test_cpu_fallback_ops_keep_cpu_numerics() -> None:
     assert classify(torch.ops.aten.linalg_qr.default)[0] == "host"  # the host CPU computes it on hardware too
+
+
+def test_stochastic_rounding_keeps_the_update_of_an_in_place_foreach_op(fresh_device):
+    """``_foreach_add_`` returns nothing: its FP32 results must be rounded back into the caller's tensors."""
+    with trn_notebook.numerics("trainium", stochastic_rounding=True, seed=3):
+        xs = [torch.ones(4096, dtype=torch.bfloat16, device="neuron") for _ in range(2)]
+        torch._foreach_add_(xs, [torch.full((4096,), 1e-3, dtype=torch.bfloat16, device="neuron")] * 2)
+        moved = [float((x.cpu().float() != 1.0).float().mean()) for x in xs]
+    # 1 + 1e-3 lies between the bf16 neighbours 1 and 1 + 2^-7: SR moves about 1e-3 / 2^-7 = 12.8% up
+    assert all(0.08 < m < 0.18 for m in moved), moved

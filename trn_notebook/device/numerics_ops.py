@@ -217,13 +217,15 @@ def _fp32_call(info: Any, hargs: list[Any], kwargs: dict[str, Any], policy: Nume
     kw = {k: one(v, -1) for k, v in kwargs.items()}
     out = info.call(*args, **kw)
     all_cast = policy.autocast == "all"
+    written = _write_back(info.op, args, kw, originals, policy)  # in-place ops returning nothing (foreach)
 
     def finish(r: Any, target: torch.dtype | None) -> Any:
         if not isinstance(r, _Tensor):
             return r
         original = originals.get(id(r))
         if original is not None:  # an in-place/out= result: round into the caller's tensor
-            original.copy_(round_to(r, original.dtype, policy))
+            if id(r) not in written:
+                original.copy_(round_to(r, original.dtype, policy))
             return original
         if target is None or not r.is_floating_point():
             return r
@@ -235,6 +237,27 @@ def _fp32_call(info: Any, hargs: list[Any], kwargs: dict[str, Any], policy: Nume
         ts = targets if targets is not None and len(targets) == len(out) else (None,) * len(out)
         return type(out)(finish(r, t) for r, t in zip(out, ts))
     return finish(out, targets[0] if targets else _fallback_target(hargs))
+
+
+def _write_back(
+    op: Any, args: list[Any], kw: dict[str, Any], originals: dict[int, torch.Tensor], policy: NumericsPolicy
+) -> set[int]:
+    """Round every argument the op writes (schema ``Tensor(a!)``) from its FP32 stand-in into the caller's tensor.
+
+    Needed for in-place ops that return nothing (``_foreach_add_`` and the other foreach ops), whose
+    results are only their mutated arguments. Returns the ids of the stand-ins written back.
+    """
+    done: set[int] = set()
+    for pos, arg in enumerate(op._schema.arguments):
+        if arg.alias_info is None or not arg.alias_info.is_write:
+            continue
+        value = args[pos] if pos < len(args) else kw.get(arg.name)
+        for t in value if isinstance(value, list | tuple) else (value,):
+            original = originals.get(id(t)) if isinstance(t, _Tensor) else None
+            if original is not None and id(t) not in done:
+                original.copy_(round_to(t, original.dtype, policy))
+                done.add(id(t))
+    return done
 
 
 def _fallback_target(hargs: list[Any]) -> torch.dtype | None:
