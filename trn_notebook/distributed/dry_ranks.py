@@ -74,6 +74,7 @@ class DryRanks:
         self._tracker: StorageTracker | None = None
         self._spans: dict[str, int] = {}
         self._saved_lock: Any = None
+        self._mesh_init: Any = None
 
     def start(self, mode: DryMode, tracker: StorageTracker) -> None:
         """Build the fake process group and the mesh (outside the fake mode), install the charges on ``mode``."""
@@ -99,6 +100,7 @@ class DryRanks:
         # metadata, under this class-level context manager; on the device it runs nothing, so it is not charged.
         self._saved_lock = ShardingPropagator.__dict__.get("_fake_mode_lock")
         ShardingPropagator._fake_mode_lock = mode.pause()  # type: ignore[assignment]
+        self._wrap_mesh_init()
         for op in collective_ops:
             mode.hooks[op] = self._wait if op in sync_ops else self._charge
         _backend._hook_optimizer_steps()  # an optimizer step waits for the collectives in flight, as on the device
@@ -112,8 +114,30 @@ class DryRanks:
                 from torch.distributed.tensor._sharding_prop import ShardingPropagator
 
                 ShardingPropagator._fake_mode_lock = self._saved_lock  # type: ignore[assignment]
+                self._unwrap_mesh_init()
             if dist.is_initialized():
                 dist.destroy_process_group()
+
+    def _wrap_mesh_init(self) -> None:
+        """Meshes made during the run (FSDP2 + TP concatenates its dp and tp meshes) compute their rank
+        coordinates from real CPU tensors, outside the fake mode, as the mesh built before the run did."""
+        from torch._subclasses.fake_tensor import unset_fake_temporarily
+        from torch.distributed.device_mesh import DeviceMesh
+
+        original = self._mesh_init = DeviceMesh.__init__
+
+        def __init__(mesh: Any, *args: Any, **kwargs: Any) -> None:
+            with unset_fake_temporarily():
+                original(mesh, *args, **kwargs)
+
+        DeviceMesh.__init__ = __init__  # type: ignore[method-assign]
+
+    def _unwrap_mesh_init(self) -> None:
+        from torch.distributed.device_mesh import DeviceMesh
+
+        if self._mesh_init is not None:
+            DeviceMesh.__init__ = self._mesh_init  # type: ignore[method-assign]
+            self._mesh_init = None
 
     # -- the charges ---------------------------------------------------------------------------
     def _span(self, pg: Any) -> int:
