@@ -59,7 +59,8 @@ class DryRun(Result):
             self.ranks = DryRanks(n, mesh_shape, mesh_dim_names)
         use_categories = categories if categories is not None else self.ranks is not None
         self._categories = MemoryCategories(self._session.tracker) if use_categories else None
-        self.by_category: dict[str, int] | None = None
+        self.by_category: dict[str, int] | None = None  # at the allocated peak
+        self.by_category_at_end: dict[str, int] | None = None  # of what is still live when the run ends
         self.notes: list[str] = []
 
     def __enter__(self) -> DryRun:
@@ -80,6 +81,7 @@ class DryRun(Result):
             if self._categories is not None:
                 self._categories.__exit__(tp, exc, tb)
                 self.by_category = self._categories.breakdown()  # before real tensors come back to moved models
+                self.by_category_at_end = self._categories.breakdown("end")
             if self.ranks is not None:
                 self.ranks.stop()  # reads the dry clocks, so before the session gives the real ones back
         finally:

@@ -90,10 +90,15 @@ class MemoryCategories:
             self._hooks.__exit__(tp, exc, tb)
             self._hooks = None
 
-    def breakdown(self) -> dict[str, int]:
-        """Bytes (allocator blocks) per category at the allocated peak; they sum to the peak allocated."""
+    def breakdown(self, at: str = "peak") -> dict[str, int]:
+        """Bytes (allocator blocks) per category at the allocated peak (they sum to the peak allocated), or
+        ``at="end"``: of the storages live now. Raises ``ValueError`` for another ``at``."""
         tr = self.tracker
         tr.finish_peak()
+        if at not in ("peak", "end"):
+            raise ValueError(f"at must be 'peak' or 'end', got {at!r}")
+        fs = tr.first_seq
+        live = tr.peak_live if at == "peak" else {(k, fs[k]): b.size for k, b in tr.blocks.items()}
         known: dict[Identity, str] = {}
 
         def mark(t: Any, category: str) -> None:
@@ -118,6 +123,6 @@ class MemoryCategories:
                     if isinstance(v, torch.Tensor):
                         mark(v, "optimizer state")
         out = dict.fromkeys(CATEGORIES, 0)
-        for ident, size in tr.peak_live.items():
+        for ident, size in live.items():
             out[known.get(ident) or tr.labels.get(ident) or "temporaries"] += size
         return out

@@ -1,6 +1,8 @@
 """One layout, dry: build the model on ``neuron`` shape-only, lay it out (TP, AC, FSDP2), run a training step.
 
-The layout is torch's own: ``parallelize_module`` with ``ColwiseParallel`` on the q/k/v and gate/up
+The model is built on ``meta``, laid out, then given each rank's shards on ``neuron`` with
+``to_empty`` (as torchtitan's estimator does: no rank ever holds the whole model; the weights' values
+are not initialised, a dry run needs none). The layout is torch's own: ``parallelize_module`` with ``ColwiseParallel`` on the q/k/v and gate/up
 projections and ``RowwiseParallel`` on the o and down projections (the Megatron split), activation
 checkpointing with ``apply_activation_checkpointing`` (non-reentrant) on each decoder layer, then
 ``fully_shard`` of each decoder layer and of the root on the mesh's ``dp`` dimension. When TP exceeds
@@ -153,7 +155,7 @@ def run_layout(source: ModelSource, layout: Layout, workload: Workload, chip: Ch
         mesh_dim_names=("dp", "tp"),
     )
     with _chip(chip), run, _default_dtype(dtype):
-        with torch.device("neuron"), run.phase("init"):
+        with torch.device("meta"):  # laid out before any device memory exists, as torchtitan does
             model, note = source.build(layout.tp)
         params = sum(p.numel() for p in model.parameters())
         layers = decoder_layers(model)
@@ -177,6 +179,8 @@ def run_layout(source: ModelSource, layout: Layout, workload: Workload, chip: Ch
         # TP alone leaves some parameters plain tensors and others DTensors; torch's foreach kernels refuse the
         # mix ("got mixed torch.Tensor and DTensor"), so that layout steps parameter by parameter, as it must.
         foreach = not (layout.tp > 1 and layout.fsdp == 1)
+        with run.phase("init"):
+            model.to_empty(device="neuron")  # each rank's shards only; values are not needed (a real run loads them)
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=foreach)
         run.track(model, opt)
         if note:
