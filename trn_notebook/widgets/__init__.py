@@ -5,6 +5,7 @@ from .dashboard import Dashboard
 from .memory import MemoryView
 from .memory_snapshot import MemorySnapshotWidget
 from .placement import PlacementView
+from .plan import PlanView
 from .timeline import TimelineWidget
 from .tuner import ShapeTuner
 
@@ -14,6 +15,7 @@ __all__ = [
     "MemorySnapshotWidget",
     "MemoryView",
     "PlacementView",
+    "PlanView",
     "ShapeTuner",
     "TimelineWidget",
 ]
