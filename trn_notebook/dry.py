@@ -168,7 +168,9 @@ class DryRun(Result):
         if self.by_category is not None:
             peak = sum(self.by_category.values())
             parts = ", ".join(f"{k} {fmt_bytes(self.by_category[k])}" for k in CATEGORIES if self.by_category[k])
-            lines.append(f"  at the peak ({fmt_bytes(peak)}, phase {self._session.tracker.peak_phase}), modeled: {parts}")
+            lines.append(
+                f"  at the peak ({fmt_bytes(peak)}, phase {self._session.tracker.peak_phase}), modeled: {parts}"
+            )
         if self.ranks is not None:
             r = self.ranks
             kinds = ", ".join(f"{k} ×{n} ({fmt_bytes(b)}, {fmt_s(t)})" for k, (n, b, t) in r.by_kind().items())
@@ -176,7 +178,9 @@ class DryRun(Result):
                 f"  ranks: {r.world_size} (mesh {'×'.join(map(str, r.mesh_shape))}, fake process group; every rank "
                 f"runs rank 0's program, figures per rank); collectives (modeled α–β): {kinds or 'none'}"
             )
-            lines.append(f"    communication {fmt_s(r.comm_s)} modeled, {fmt_s(r.exposed_s)} of it exposed (not hidden by compute)")
+            lines.append(
+                f"    communication {fmt_s(r.comm_s)} modeled, {fmt_s(r.exposed_s)} of it exposed (not hidden by compute)"
+            )
         lines.extend(f"  {n}" for n in self.notes)
         if self.oom is not None or mc.num_ooms:
             asked = fmt_bytes(self.oom.asked) if self.oom is not None else "?"

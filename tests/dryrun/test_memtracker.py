@@ -24,7 +24,9 @@ def test_categories_agree_with_fsdp_mem_tracker_where_it_applies(fresh_device) -
         with tracker:
             m(torch.randn(1024, width, device="neuron")).sum().backward()
             opt.step()
-        theirs = {str(k).split(".")[-1]: v for k, v in tracker.get_tracker_snapshot("peak")[torch.device("neuron:0")].items()}
+        theirs = {
+            str(k).split(".")[-1]: v for k, v in tracker.get_tracker_snapshot("peak")[torch.device("neuron:0")].items()
+        }
     shard = depth * (width * width + width) // ranks * 4  # fp32 bytes of one rank's parameter shards
     ours = run.by_category_at_end
     assert ours is not None

@@ -70,9 +70,7 @@ class MemoryCategories:
             elif isinstance(obj, torch.optim.Optimizer):
                 self.optimizers.append(obj)
             else:
-                raise TypeError(
-                    f"track() takes nn.Module and torch.optim.Optimizer objects, got {type(obj).__name__}"
-                )
+                raise TypeError(f"track() takes nn.Module and torch.optim.Optimizer objects, got {type(obj).__name__}")
 
     def _pack(self, t: torch.Tensor) -> torch.Tensor:
         local = _local(t)

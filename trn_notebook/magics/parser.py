@@ -72,6 +72,8 @@ def _size(text: str) -> int:
         return parse_bytes(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 _nonnegative = _int_at_least(0, "an integer ≥ 0")
 
 

@@ -32,45 +32,61 @@ COLUMNS = (
 class PlanResult(Result):
     """The plan: :attr:`table` (a pandas DataFrame, one row per layout), :attr:`best`, the dry runs in :attr:`runs`."""
 
-    def __init__(self, model: str, workload: Workload, chip: str, lnc: int, capacity: int, runs: list[LayoutRun]):
+    def __init__(
+        self,
+        model: str,
+        workload: Workload,
+        chip: str,
+        lnc: int,
+        capacity: int,
+        runs: list[LayoutRun],
+        extrapolated: tuple[int, int, int] | None = None,
+        more_runs: list[LayoutRun] | None = None,
+    ):
         import pandas as pd
 
         self.model, self.workload, self.chip, self.lnc, self.capacity = model, workload, chip, lnc, capacity
         self.runs = {r.layout.name: r for r in runs}
         self.cores_per_chip = get_chip_spec(chip).physical_cores // lnc
-        rows = []
-        for r in runs:
-            m = r.run.memory.counters
-            tokens = workload.batch * workload.seq * r.layout.fsdp
-            chips = r.layout.world_size / self.cores_per_chip
-            cats = r.run.by_category or {}
-            rows.append(
-                {
-                    "layout": r.layout.name,
-                    "tp": r.layout.tp,
-                    "fsdp": r.layout.fsdp,
-                    "ac": r.layout.ac,
-                    "ranks": r.layout.world_size,
-                    "chips": chips,
-                    "fits": m.peak_reserved <= capacity,
-                    "peak_reserved": m.peak_reserved,
-                    "peak_allocated": m.peak_allocated,
-                    "capacity": capacity,
-                    "peak_phase": r.run._session.tracker.peak_phase,
-                    **{c: cats.get(c, 0) for c in CATEGORIES},
-                    "step_s": r.step_s,
-                    "comm_s": r.comm_s,
-                    "exposed_comm_s": r.exposed_s,
-                    "tokens_per_s_per_chip": tokens / r.step_s / max(chips, 1e-12) if r.step_s > 0 else float("nan"),
-                    "host_bytes": r.params * 2,
-                    "note": r.note or "",
-                }
+        self.extrapolated = extrapolated
+        rows = [self._row(r) for r in runs]
+        if extrapolated is not None and more_runs is not None:
+            d1, d2, full = extrapolated
+            rows = [_extrapolate(a, self._row(b), d1, d2, full) for a, b in zip(rows, more_runs, strict=True)]
+        for row in rows:
+            chips = row["chips"]
+            tokens = workload.batch * workload.seq * row["fsdp"]
+            row["fits"] = bool(row["peak_reserved"] <= capacity)
+            row["tokens_per_s_per_chip"] = (
+                tokens / row["step_s"] / max(chips, 1e-12) if row["step_s"] > 0 else float("nan")
             )
         self.table = pd.DataFrame(rows).set_index("layout")
         fitting = self.table[self.table["fits"]]
         self.best: str | None = None
         if len(fitting):
             self.best = str(fitting.sort_values(["chips", "tokens_per_s_per_chip"], ascending=[True, False]).index[0])
+
+    def _row(self, r: LayoutRun) -> dict[str, Any]:
+        m = r.run.memory.counters
+        cats = r.run.by_category or {}
+        return {
+            "layout": r.layout.name,
+            "tp": r.layout.tp,
+            "fsdp": r.layout.fsdp,
+            "ac": r.layout.ac,
+            "ranks": r.layout.world_size,
+            "chips": r.layout.world_size / self.cores_per_chip,
+            "peak_reserved": m.peak_reserved,
+            "peak_allocated": m.peak_allocated,
+            "capacity": self.capacity,
+            "peak_phase": r.run._session.tracker.peak_phase,
+            **{c: cats.get(c, 0) for c in CATEGORIES},
+            "step_s": r.step_s,
+            "comm_s": r.comm_s,
+            "exposed_comm_s": r.exposed_s,
+            "host_bytes": r.params * 2,
+            "note": r.note or "",
+        }
 
     def widget(self) -> Any:
         """The plan as a widget: stacked memory bars per layout against the capacity line, and the step time."""
@@ -107,10 +123,20 @@ class PlanResult(Result):
             f"tokens/s per chip: batch {w.batch} × seq {w.seq} per data-parallel rank, {self.cores_per_chip} logical cores "
             "per chip; host memory (assumed): one bf16 copy of the full weights to load the checkpoint.",
         ]
+        if self.extrapolated is not None:
+            d1, d2, full = self.extrapolated
+            notes.append(
+                f"EXTRAPOLATED: each layout was dry-run at {d1} and {d2} decoder layers; memory, time and communication "
+                f"are those two runs' straight line at the model's {full} layers (modeled, and linear in depth by assumption)."
+            )
         notes += sorted({n for n in self.table["note"] if n})
-        parts: list[Result] = [Table(f"plan: {self.model} training step on {self.chip} (LNC={self.lnc})", COLUMNS, rows, notes)]
+        parts: list[Result] = [
+            Table(f"plan: {self.model} training step on {self.chip} (LNC={self.lnc})", COLUMNS, rows, notes)
+        ]
         if self.best is None:
-            parts.append(Message("no candidate layout fits (modeled): add ranks, activation checkpointing or TP", "warning"))
+            parts.append(
+                Message("no candidate layout fits (modeled): add ranks, activation checkpointing or TP", "warning")
+            )
         return parts
 
 
@@ -122,6 +148,7 @@ def plan(
     lnc: int = 2,
     layouts: list[Layout] | str | None = None,
     dtype: torch.dtype = torch.bfloat16,
+    depths: tuple[int, int] | None = None,
 ) -> PlanResult:
     """Dry-run a training step of ``model`` under each layout; the table says which fit (see the module docstring).
 
@@ -130,6 +157,9 @@ def plan(
     :func:`parse_layouts` (default :data:`DEFAULT_LAYOUTS`). Raises ``ValueError`` for an unknown chip, an LNC
     other than 1 or 2, a layout the model cannot take; ``TypeError`` for a model of another kind;
     ``RuntimeError`` if a process group already exists (the dry runs build their own fake one).
+
+    ``depths=(d1, d2)`` (a config only): run each layout at ``d1`` and ``d2`` decoder layers and extrapolate
+    every figure linearly to the config's depth (faster; the table says EXTRAPOLATED). Default: full size.
     """
     if lnc not in (1, 2):
         raise ValueError(f"lnc must be 1 or 2 (logical NeuronCore config), got {lnc!r}")
@@ -140,8 +170,31 @@ def plan(
         layouts = parse_layouts(layouts)
     chosen = list(layouts) if layouts is not None else list(DEFAULT_LAYOUTS)
     workload = workload or Workload()
-    runs = [run_layout(source, layout, workload, spec, dtype) for layout in chosen]
-    return PlanResult(source.name, workload, spec.name, lnc, spec.device_hbm_bytes, runs)
+    if depths is None:
+        runs = [run_layout(source, layout, workload, spec, dtype) for layout in chosen]
+        return PlanResult(source.name, workload, spec.name, lnc, spec.device_hbm_bytes, runs)
+    d1, d2 = depths
+    full = int(getattr(source.config, "num_hidden_layers", 0) or 0)
+    if source.config is None or not 0 < d1 < d2 <= full:
+        raise ValueError(
+            f"depths={depths!r}: give two increasing decoder-layer counts up to the config's num_hidden_layers "
+            f"({full or 'a transformers config is needed'})"
+        )
+    shallow, deep = source.with_layers(d1), source.with_layers(d2)
+    runs = [run_layout(shallow, layout, workload, spec, dtype) for layout in chosen]
+    more = [run_layout(deep, layout, workload, spec, dtype) for layout in chosen]
+    return PlanResult(source.name, workload, spec.name, lnc, spec.device_hbm_bytes, runs, (d1, d2, full), more)
+
+
+_LINEAR = ("peak_reserved", "peak_allocated", *CATEGORIES, "step_s", "comm_s", "exposed_comm_s", "host_bytes")
+
+
+def _extrapolate(a: dict[str, Any], b: dict[str, Any], d1: int, d2: int, full: int) -> dict[str, Any]:
+    """Row ``a`` (at ``d1`` layers) and ``b`` (at ``d2``) on their straight line at ``full`` layers."""
+    out = dict(b)
+    for k in _LINEAR:
+        out[k] = type(b[k])(b[k] + (b[k] - a[k]) * (full - d2) / (d2 - d1))
+    return out
 
 
 __all__ = ["DEFAULT_LAYOUTS", "Layout", "PlanResult", "Workload", "parse_layouts", "plan"]

@@ -55,6 +55,12 @@ class ModelSource:
             return cls(factory=model, name=getattr(model, "__name__", "model"))
         raise TypeError(f"plan() takes a transformers config or a model factory, got {type(model).__name__}")
 
+    def with_layers(self, n: int) -> ModelSource:
+        """The same config with ``n`` decoder layers (for :func:`~trn_notebook.planner.plan`'s ``depths``)."""
+        cfg = copy.deepcopy(self.config)
+        cfg.num_hidden_layers = n
+        return ModelSource(config=cfg, name=self.name)
+
     def kv_heads(self) -> int | None:
         """K/V heads of a config (``None`` for a factory)."""
         if self.config is None:
@@ -72,7 +78,9 @@ class ModelSource:
         kv = self.kv_heads()
         if kv is not None and tp > kv:
             if tp % kv:
-                raise ValueError(f"TP {tp} is not a multiple of the model's {kv} K/V heads; choose a TP dividing or a multiple of {kv}")
+                raise ValueError(
+                    f"TP {tp} is not a multiple of the model's {kv} K/V heads; choose a TP dividing or a multiple of {kv}"
+                )
             cfg = copy.deepcopy(cfg)
             cfg.num_key_value_heads = tp
             note = (
@@ -84,10 +92,8 @@ class ModelSource:
 
 def decoder_layers(model: nn.Module) -> list[nn.Module]:
     """The repeated blocks: the longest ``nn.ModuleList`` in the model (a Llama's ``model.layers``)."""
-    lists = [m for m in model.modules() if isinstance(m, nn.ModuleList)]
-    if not lists:
-        return []
-    return list(max(lists, key=len))
+    lists: list[list[nn.Module]] = [list(m) for m in model.modules() if isinstance(m, nn.ModuleList)]
+    return max(lists, key=len) if lists else []
 
 
 @contextmanager
@@ -143,7 +149,9 @@ class LayoutRun:
     note: str | None
 
 
-def run_layout(source: ModelSource, layout: Layout, workload: Workload, chip: ChipSpec, dtype: torch.dtype) -> LayoutRun:
+def run_layout(
+    source: ModelSource, layout: Layout, workload: Workload, chip: ChipSpec, dtype: torch.dtype
+) -> LayoutRun:
     """Dry-run one training step of ``source`` laid out as ``layout`` (see the module docstring)."""
     from torch.distributed.fsdp import fully_shard
 
@@ -159,12 +167,11 @@ def run_layout(source: ModelSource, layout: Layout, workload: Workload, chip: Ch
             model, note = source.build(layout.tp)
         params = sum(p.numel() for p in model.parameters())
         layers = decoder_layers(model)
-        if layout.tp > 1:
-            if not layers or _tensor_parallel(layers, run.mesh["tp"]) == 0:
-                raise ValueError(
-                    f"layout {layout.name}: found no q/k/v/o or gate/up/down nn.Linear projections in repeated "
-                    "layers to split for tensor parallelism; use TP 1 for this model"
-                )
+        if layout.tp > 1 and (not layers or _tensor_parallel(layers, run.mesh["tp"]) == 0):
+            raise ValueError(
+                f"layout {layout.name}: found no q/k/v/o or gate/up/down nn.Linear projections in repeated "
+                "layers to split for tensor parallelism; use TP 1 for this model"
+            )
         if layout.ac:
             from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import apply_activation_checkpointing
 
@@ -186,7 +193,9 @@ def run_layout(source: ModelSource, layout: Layout, workload: Workload, chip: Ch
         if note:
             run.note(note)
         if not foreach:
-            run.note("TP without FSDP: AdamW(foreach=False) (torch's foreach ops refuse plain tensors mixed with DTensors)")
+            run.note(
+                "TP without FSDP: AdamW(foreach=False) (torch's foreach ops refuse plain tensors mixed with DTensors)"
+            )
         ids = torch.zeros(workload.batch, workload.seq, dtype=torch.long, device="neuron")
         t0 = clocks.snapshot().sim_host_s
         with run.phase("forward"):
