@@ -80,6 +80,10 @@ def test_tp_colwise_rowwise_and_kv_replication_is_stated(fresh_device) -> None:
     assert (table["step_s"] > 0).all() and table["fits"].all()
     assert result.best == "tp4" or result.best == "tp2×fsdp2+ac"
     assert "modeled" in result.text() and "◀ cheapest that fits" in result.text()
+    view = result.widget()  # the plan as bars: one row per layout, from the table
+    assert [r["layout"] for r in view.rows] == list(table.index) and view.capacity == result.capacity
+    assert sum(view.rows[0]["bytes"].values()) == table.iloc[0]["peak_allocated"]
+    assert "modeled" in view.title and "plan:" in view.fallback_text()
     run = result.runs["tp4"].run
     assert run.ranks.by_kind()["all_reduce"][0] > 0  # Rowwise's partial sums
 

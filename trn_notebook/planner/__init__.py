@@ -56,7 +56,7 @@ class PlanResult(Result):
         for row in rows:
             chips = row["chips"]
             tokens = workload.batch * workload.seq * row["fsdp"]
-            row["fits"] = bool(row["peak_reserved"] <= capacity)
+            row["fits"] = bool(row["peak_allocated"] <= capacity)
             row["tokens_per_s_per_chip"] = (
                 tokens / row["step_s"] / max(chips, 1e-12) if row["step_s"] > 0 else float("nan")
             )
@@ -106,7 +106,7 @@ class PlanResult(Result):
                     int(r["ranks"]),
                     f"{r['chips']:g}",
                     "yes" if r["fits"] else "NO",
-                    fmt_bytes(r["peak_reserved"]),
+                    fmt_bytes(r["peak_allocated"]),
                     fmt_bytes(r["capacity"]),
                     r["peak_phase"],
                     fmt_s(r["step_s"]),
@@ -117,7 +117,9 @@ class PlanResult(Result):
             )
         notes = [
             "DRY RUN: every figure modeled (shape-only step on torch's fake process group; nothing measured on hardware).",
-            f"peak = the shape-only caching allocator's peak reserved on one logical core; capacity = {self.chip} HBM / "
+            "peak = the shape-only caching allocator's peak allocated (live blocks) on one logical core, the sum of the "
+            "categories; its cache (reserved) is in .table and is released by the allocator's retry before an OOM; "
+            f"capacity = {self.chip} HBM / "
             f"{self.cores_per_chip} logical cores at LNC={self.lnc} (chips table, trainium-figures.md).",
             "step time: the cost model's clock after the step's final sync; exposed comm: α–β collectives not hidden by compute.",
             f"tokens/s per chip: batch {w.batch} × seq {w.seq} per data-parallel rank, {self.cores_per_chip} logical cores "

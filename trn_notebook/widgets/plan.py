@@ -40,7 +40,7 @@ class PlanView(TrnWidget):
                 "layout": str(name),
                 "fits": bool(row["fits"]),
                 "best": str(name) == r.best,
-                "peak_reserved": int(row["peak_reserved"]),
+                "peak": int(row["peak_allocated"]),
                 "phase": str(row["peak_phase"]),
                 "bytes": {c: int(row[c]) for c in CATEGORIES},
                 "step_s": float(row["step_s"]),

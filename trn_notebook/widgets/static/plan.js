@@ -48,7 +48,7 @@ function render({ model, el: root }) {
       legend.appendChild(key);
     });
     body.appendChild(legend);
-    const maxBytes = Math.max(cap, ...rows.map((r) => r.peak_reserved)) * 1.05;
+    const maxBytes = Math.max(cap, ...rows.map((r) => r.peak)) * 1.05;
     const maxS = Math.max(1e-9, ...rows.map((r) => r.step_s));
     const W = 320;
     const table = el("table");
@@ -67,7 +67,7 @@ function render({ model, el: root }) {
       const td = el("td");
       td.appendChild(mem);
       tr.appendChild(td);
-      tr.appendChild(el("td", "", gib(r.peak_reserved) + " / " + gib(cap) + " (" + r.phase + ")"));
+      tr.appendChild(el("td", "", gib(r.peak) + " / " + gib(cap) + " (" + r.phase + ")"));
       const time = svg("svg", { width: 160, height: 16 });
       const total = (r.step_s / maxS) * 160;
       const exposed = (r.exposed_s / maxS) * 160;
