@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 import torch
 import torch.distributed as dist
@@ -36,11 +38,13 @@ def _fsdp_step(run, reshard: bool = True) -> tuple[torch.nn.Module, torch.optim.
 
 @pytest.mark.slow
 def test_fsdp2_over_8_fake_ranks_shards_and_charges_collectives(fresh_device) -> None:
+    excepthook = sys.excepthook
     with trn_notebook.dryrun(world_size=8) as run:
         m, _opt = _fsdp_step(run)
         local = m[0].weight._local_tensor
         assert local.shape == (128, 1024) and local.device.type == "neuron"  # one rank's shard, shape-only
     assert not dist.is_initialized()  # the fake group is gone after the run
+    assert sys.excepthook is excepthook  # and torch's "[rank0]:" excepthook with it
     kinds = run.ranks.by_kind()
     assert kinds["all_gather"][0] == 8 and kinds["reduce_scatter"][0] == 4  # 4 layers: fwd + bwd gathers
     rec = run.ranks.records[0]

@@ -14,6 +14,7 @@ simulator (:mod:`.backend`). Ranks are symmetric, so rank 0's figures are every 
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -75,6 +76,7 @@ class DryRanks:
         self._spans: dict[str, int] = {}
         self._saved_lock: Any = None
         self._mesh_init: Any = None
+        self._excepthook: Any = None
 
     def start(self, mode: DryMode, tracker: StorageTracker) -> None:
         """Build the fake process group and the mesh (outside the fake mode), install the charges on ``mode``."""
@@ -87,11 +89,14 @@ class DryRanks:
         from torch.distributed.device_mesh import init_device_mesh
         from torch.testing._internal.distributed.fake_pg import FakeStore
 
+        # init_process_group wraps sys.excepthook with a "[rank0]:" prefix each time; a dry run gives it back
+        self._excepthook = sys.excepthook
         dist.init_process_group("cpu:fake,neuron:fake", store=FakeStore(), rank=0, world_size=self.world_size)
         try:
             self.mesh = init_device_mesh("neuron", self.mesh_shape, mesh_dim_names=self.mesh_dim_names)
         except BaseException:
             dist.destroy_process_group()
+            sys.excepthook = self._excepthook
             raise
         self._tracker = tracker
         from torch.distributed.tensor._sharding_prop import ShardingPropagator
@@ -117,6 +122,9 @@ class DryRanks:
                 self._unwrap_mesh_init()
             if dist.is_initialized():
                 dist.destroy_process_group()
+            if self._excepthook is not None:
+                sys.excepthook = self._excepthook
+                self._excepthook = None
 
     def _wrap_mesh_init(self) -> None:
         """Meshes made during the run (FSDP2 + TP concatenates its dp and tp meshes) compute their rank
