@@ -5,7 +5,8 @@ the wall time and peak RSS of a Llama-3.3-70B forward at 2,048 tokens, and of a 
 step (forward, backward, AdamW), plus the dry-run overhead per op (dry ÷ plain fake). Dimensions are the
 published ones (``transformers`` configs only; nothing is downloaded). The model is built on the device, so its random initialisation (drawn on the host by the simulator:
 ``normal_``/``uniform_`` fallbacks) is part of the dry figures. Run: ``python benchmarks/bench_dryrun.py
-[--tokens 2048] [--skip-train]``.
+[--tokens 2048] [--skip-train]``; ``--ranks``: FSDP2 over 64 fake ranks of an 8B step and ``plan()`` over 6
+layouts, against a one-rank dry step of the same model.
 """
 
 from __future__ import annotations
@@ -103,7 +104,12 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=2048)
     ap.add_argument("--train-tokens", type=int, default=2048)
     ap.add_argument("--skip-train", action="store_true")
+    ap.add_argument("--ranks", action="store_true", help="only the figures of dry ranks: FSDP2 x64 and plan() x6")
     args = ap.parse_args()
+    if args.ranks:
+        print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores; torch {torch.__version__}")
+        ranks_figures()
+        return
     print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores; torch {torch.__version__}")
     rows = [("70B forward", _forward, LLAMA_70B, args.tokens)]
     if not args.skip_train:
@@ -121,6 +127,30 @@ def main() -> None:
         print(f"  peak allocated {peak / 2**30:.1f} GiB against {core / 2**30:.0f} GiB of HBM per logical core: "
               f"{'fits' if peak <= core else 'does not fit on one core'}")  # fmt: skip
         print("  " + run.summary().replace("\n", "\n  "))
+
+
+def ranks_figures(world: int = 64, layouts: str = "fsdp8,fsdp8+ac,fsdp32,fsdp32+ac,tp4xfsdp8,tp4xfsdp8+ac") -> None:
+    """FSDP2 over ``world`` fake ranks of an 8B training step, and plan() over 6 layouts; ratios vs one rank."""
+    from trn_notebook.fidelity.configs import LLAMA_8B
+    from trn_notebook.planner import Workload
+
+    work = Workload(batch=1, seq=2048)
+    t0 = time.perf_counter()
+    one = trn_notebook.plan(LLAMA_8B, work, layouts=[trn_notebook.planner.Layout()])
+    base = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    fsdp = trn_notebook.plan(LLAMA_8B, work, layouts=f"fsdp{world}")
+    fsdp_s = time.perf_counter() - t0
+    print(f"8B step, one rank (baseline, dry): {base:.1f} s; FSDP2 over {world} fake ranks: {fsdp_s:.1f} s "
+          f"({fsdp_s / base:.2f}x the one-rank run; target <= 180 s); peak RSS so far {_rss_mb():.0f} MB (target <= 2 GB)")  # fmt: skip
+    print("  " + fsdp.text().replace("\n", "\n  "))
+    print("  one rank: " + one.text().splitlines()[2])
+    t0 = time.perf_counter()
+    result = trn_notebook.plan(LLAMA_8B, work, layouts=layouts)
+    plan_s = time.perf_counter() - t0
+    print(f"plan() over 6 layouts of the 8B: {plan_s:.1f} s ({plan_s / base:.2f}x the one-rank run; target <= 180 s); "
+          f"peak RSS {_rss_mb():.0f} MB; load {os.getloadavg()[0]:.2f}")  # fmt: skip
+    print("  " + result.text().replace("\n", "\n  "))
 
 
 if __name__ == "__main__":

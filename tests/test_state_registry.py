@@ -28,6 +28,7 @@ NOT_STATE_CALLS = {"Lock", "RLock", "TypeVar", "ParamSpec"}  # synchronisation a
 # Module-level objects that are never mutated after import: tables of facts, lookups built once.
 # Each entry says what it is; anything that changes at run time belongs to a registered owner instead.
 CONSTANTS: dict[str, str] = {
+    "distributed/dry_ranks.py:_KIND": "c10d / functional-collective op name -> the cost model's kind",
     "device/hostmem.py:_files": "memo: this process's cgroup limit files (keyed by pid; a fact of the OS, not session state)",
     "magics/ranks.py:_private_trace_dir": "memo: the session's private 0700 trace directory (kept across resets on purpose)",
     # third release (issues 25, 26, 28): fixed tables and caches derived from fixed inputs

@@ -26,6 +26,7 @@ from .distributed import compare_ranks  # noqa: E402, F401 - public API
 from .distributed import register as _register_distributed  # noqa: E402 - the "neuron" c10d backend
 from .dry import dryrun  # noqa: E402
 from .migration import report  # noqa: E402
+from .planner import plan  # noqa: E402
 from .portcheck import port_check  # noqa: E402
 from .profiling import install as _install_profiler  # noqa: E402
 from .profiling import install_memory_namespace as _install_memory_namespace  # noqa: E402
@@ -160,6 +161,7 @@ __all__ = [
     "op_table",
     "phase",
     "placement_summary",
+    "plan",
     "port_check",
     "profile",
     "profile_table",

@@ -16,36 +16,97 @@ with a stated stand-in (zero, or the largest possible shape), or stops with
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import math
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from types import TracebackType
+from typing import Any
 
 from .backends.base import Placement
 from .backends.simulator import placement_of
 from .device.allocator import MemorySnapshot, OutOfDeviceMemory
 from .device.clocks import ClockSnapshot
 from .device.dry_dispatch import DryRunError, Finding
+from .device.dry_memory import CATEGORIES, MemoryCategories
 from .device.dryrun import DryFigures, DrySession, active, dry_runs, is_dry
 from .presentation import fmt_bytes, fmt_pct, fmt_s, plural
+from .results import Preformatted, Result
 
 DRY = "DRY RUN (shape only; every figure modeled, nothing measured)"
 
 
-class DryRun:
+class DryRun(Result):
     """A dry run: a context manager while it runs, its figures afterwards (see the module docstring)."""
 
-    def __init__(self, label: str = "dry run", *, capacity: int | None = None, on_data_dependent: str = "continue"):
+    def __init__(
+        self,
+        label: str = "dry run",
+        *,
+        capacity: int | None = None,
+        on_data_dependent: str = "continue",
+        world_size: int | None = None,
+        mesh_shape: Sequence[int] | None = None,
+        mesh_dim_names: Sequence[str] | None = None,
+        categories: bool | None = None,
+    ):
         self._session = DrySession(label, capacity=capacity, on_data_dependent=on_data_dependent)
         self.oom: OutOfDeviceMemory | None = None
+        self.ranks: Any = None
+        if world_size is not None or mesh_shape is not None:
+            from .distributed.dry_ranks import DryRanks
+
+            n = world_size if world_size is not None else int(math.prod(mesh_shape or (1,)))
+            self.ranks = DryRanks(n, mesh_shape, mesh_dim_names)
+        use_categories = categories if categories is not None else self.ranks is not None
+        self._categories = MemoryCategories(self._session.tracker) if use_categories else None
+        self.by_category: dict[str, int] | None = None  # at the allocated peak
+        self.by_category_at_end: dict[str, int] | None = None  # of what is still live when the run ends
+        self.notes: list[str] = []
 
     def __enter__(self) -> DryRun:
-        self._session.__enter__()
+        if self.ranks is not None:
+            self.ranks.start(self._session.mode, self._session.tracker)  # the mesh is built outside the fake mode
+        try:
+            self._session.__enter__()
+        except BaseException:
+            if self.ranks is not None:
+                self.ranks.stop()
+            raise
+        if self._categories is not None:
+            self._categories.__enter__()
         return self
 
     def __exit__(self, tp: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
-        self._session.__exit__(tp, exc, tb)
+        try:
+            if self._categories is not None:
+                self._categories.__exit__(tp, exc, tb)
+                self.by_category = self._categories.breakdown()  # before real tensors come back to moved models
+                self.by_category_at_end = self._categories.breakdown("end")
+            if self.ranks is not None:
+                self.ranks.stop()  # reads the dry clocks, so before the session gives the real ones back
+        finally:
+            self._session.__exit__(tp, exc, tb)
         if isinstance(exc, OutOfDeviceMemory):
             self.oom = exc  # the answer to "will it fit": kept with the figures, re-raised for the caller
+
+    @property
+    def mesh(self) -> Any:
+        """The ``DeviceMesh("neuron", …)`` of a dry run of ranks (``None`` without ``world_size``)."""
+        return None if self.ranks is None else self.ranks.mesh
+
+    def track(self, *objects: Any) -> None:
+        """Name the model(s) and optimizer(s) whose tensors count as parameters, gradients and optimizer state.
+
+        Raises ``RuntimeError`` when the run keeps no categories (``dryrun(categories=False)``), ``TypeError``
+        for an object that is neither an ``nn.Module`` nor an optimizer.
+        """
+        if self._categories is None:
+            raise RuntimeError("this dry run keeps no memory categories; use trn_notebook.dryrun(categories=True)")
+        self._categories.track(*objects)
+
+    def note(self, text: str) -> None:
+        """Add a line to the run's summary (e.g. a layout decision such as KV-head replication)."""
+        self.notes.append(text)
 
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:
@@ -104,6 +165,23 @@ class DryRun:
         for phase, peaks in m.phase_peaks.items():
             if phase != "default" or len(m.phase_peaks) == 1:
                 lines.append(f"    phase {phase}: peak allocated {fmt_bytes(peaks['allocated'])} (modeled)")
+        if self.by_category is not None:
+            peak = sum(self.by_category.values())
+            parts = ", ".join(f"{k} {fmt_bytes(self.by_category[k])}" for k in CATEGORIES if self.by_category[k])
+            lines.append(
+                f"  at the peak ({fmt_bytes(peak)}, phase {self._session.tracker.peak_phase}), modeled: {parts}"
+            )
+        if self.ranks is not None:
+            r = self.ranks
+            kinds = ", ".join(f"{k} ×{n} ({fmt_bytes(b)}, {fmt_s(t)})" for k, (n, b, t) in r.by_kind().items())
+            lines.append(
+                f"  ranks: {r.world_size} (mesh {'×'.join(map(str, r.mesh_shape))}, fake process group; every rank "
+                f"runs rank 0's program, figures per rank); collectives (modeled α–β): {kinds or 'none'}"
+            )
+            lines.append(
+                f"    communication {fmt_s(r.comm_s)} modeled, {fmt_s(r.exposed_s)} of it exposed (not hidden by compute)"
+            )
+        lines.extend(f"  {n}" for n in self.notes)
         if self.oom is not None or mc.num_ooms:
             asked = fmt_bytes(self.oom.asked) if self.oom is not None else "?"
             lines.append(f"  DOES NOT FIT (modeled): out of memory asking for {asked} in phase {m.phase}")
@@ -115,11 +193,21 @@ class DryRun:
         )
         return "\n".join(lines)
 
-    def __repr__(self) -> str:
-        return self.summary()
+    def parts(self) -> list[Result]:
+        """The one rendering of a dry run (``repr``, ``_repr_html_`` and ``%%trn dryrun`` all show it)."""
+        return [Preformatted("", self.summary())]
 
 
-def dryrun(label: str = "dry run", *, capacity: int | None = None, on_data_dependent: str = "continue") -> DryRun:
+def dryrun(
+    label: str = "dry run",
+    *,
+    capacity: int | None = None,
+    on_data_dependent: str = "continue",
+    world_size: int | None = None,
+    mesh_shape: Sequence[int] | None = None,
+    mesh_dim_names: Sequence[str] | None = None,
+    categories: bool | None = None,
+) -> DryRun:
     """A dry run of the ``neuron`` device: ``with trn_notebook.dryrun() as run: ...`` then ``run.summary()``.
 
     ``capacity``: modeled HBM bytes (default: the device's current capacity). ``on_data_dependent``:
@@ -127,8 +215,23 @@ def dryrun(label: str = "dry run", *, capacity: int | None = None, on_data_depen
     :class:`DryRunError` at the first). Raises ``ValueError`` for another value, ``RuntimeError`` when a
     dry run is already active in the thread; an :class:`OutOfDeviceMemory` inside the run propagates
     (the run keeps it as :attr:`DryRun.oom`, ``run.fits`` is then False).
+
+    ``world_size`` (and optionally ``mesh_shape``/``mesh_dim_names``): a dry run of ranks
+    (:mod:`trn_notebook.distributed.dry_ranks`): torch's fake process group and ``run.mesh``, a
+    ``DeviceMesh("neuron", mesh_shape)``, for DDP / ``fully_shard`` / ``parallelize_module``; each collective
+    charged with the α–β model; ``RuntimeError`` if a process group already exists. ``categories``
+    (default: on for ranks) keeps memory by category at the peak (:mod:`trn_notebook.device.dry_memory`;
+    name the model and optimizer with ``run.track(model, opt)``).
     """
-    return DryRun(label, capacity=capacity, on_data_dependent=on_data_dependent)
+    return DryRun(
+        label,
+        capacity=capacity,
+        on_data_dependent=on_data_dependent,
+        world_size=world_size,
+        mesh_shape=mesh_shape,
+        mesh_dim_names=mesh_dim_names,
+        categories=categories,
+    )
 
 
 def last() -> DryFigures | None:

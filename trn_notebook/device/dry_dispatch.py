@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicOutputShapeException
+from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicOutputShapeException, FakeTensor
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import config as _config
@@ -120,6 +120,18 @@ def route(func: torch._ops.OpOverload) -> str:
 
 
 _STAND_IN = {torch.bool: False}
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+
+
+class _Paused:
+    def __init__(self, mode: DryMode) -> None:
+        self.mode = mode
+
+    def __enter__(self) -> None:
+        self.mode.paused += 1
+
+    def __exit__(self, *exc: object) -> None:
+        self.mode.paused -= 1
 
 
 class DryMode(TorchDispatchMode):
@@ -131,6 +143,10 @@ class DryMode(TorchDispatchMode):
         self.on_data_dependent = on_data_dependent
         self._findings: dict[tuple[str, str, str], Finding] = {}
         self.ops = 0
+        # Non-aten ops with a charge of their own: func -> hook(func, args, kwargs, fake) returning the result
+        # (``fake(func, args, kwargs)`` gives it the shape-only one). Layers above the device install them.
+        self.hooks: dict[Any, Callable[..., Any]] = {}
+        self.paused = 0  # > 0: ops pass straight to FakeTensorMode, uncharged and unallocated (see `paused()`)
         self._composite: list[Any] = []  # composites being expanded (a composite calling itself goes to fake)
         self._direct: dict[Any, Callable[..., Any]] = {
             aten.empty.memory_format: self._empty,
@@ -143,13 +159,28 @@ class DryMode(TorchDispatchMode):
             aten._efficientzerotensor.default: self._empty,
         }
 
+    def pause(self) -> _Paused:
+        """A reusable context manager: inside it ops are shape-only with nothing charged (no device work)."""
+        return _Paused(self)
+
     # -- routing --------------------------------------------------------------------------------
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
+        if self.paused:  # metadata work that runs nothing on the device (DTensor's sharding propagation)
+            return func(*args, **kwargs)
         if func is aten._local_scalar_dense.default:  # a value read, on any device: a finding, never a raw error
             return self._item(func, args, kwargs)
-        if func.namespace != "aten" or not _touches_neuron(args, kwargs):
+        if func.namespace != "aten":
+            hook = self.hooks.get(func)  # e.g. a collective of a dry run of ranks (distributed/dry_ranks.py)
+            if hook is not None:
+                return hook(func, args, kwargs, self._fake)
             return self._fake(func, args, kwargs)
+        if not _touches_neuron(args, kwargs):
+            return self._fake(func, args, kwargs)
+        if any(t not in _PLAIN and not issubclass(t, FakeTensor) for t in types):
+            # A wrapper subclass (DTensor, FSDP2's sharded parameters): it runs first and its local ops on
+            # shape-only shards come back here, charged with the shard's shapes as each rank runs them.
+            return NotImplemented
         self.ops += 1
         r = route(func)
         if r == DIRECT:

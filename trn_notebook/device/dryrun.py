@@ -32,6 +32,7 @@ from .runtime import allocator as _real_allocator
 from .runtime import get_chip
 
 _active = threading.local()
+_process: list[DrySession] = []  # dry runs entered in this process (any thread), innermost last
 
 
 def _foreach_type_lists() -> list[list[type]]:
@@ -93,6 +94,7 @@ class DrySession:
             placement_log.version += 1
             clocks.state = ClockState()
         _active.session = self
+        _process.append(self)
         self._t0 = time.perf_counter()
         self.modules.install()
         for types in _foreach_type_lists():
@@ -118,6 +120,7 @@ class DrySession:
                 placement_log.entries, placement_log.total_calls, clocks.state = self._saved
                 placement_log.version += 1
             _active.session = None
+            _process.remove(self)
             dry_runs.last = self.figures
 
     def snapshot(self) -> DryFigures:
@@ -145,6 +148,16 @@ def active() -> DrySession | None:
     return getattr(_active, "session", None)
 
 
+def storage_owner() -> DrySession | None:
+    """The dry run whose shape-only storages are being resized, from any thread (autograd's device
+    threads run backward hooks such as FSDP2's ``storage.resize_(0)`` outside the thread that entered it).
+    """
+    session = active()
+    if session is None and _process:
+        session = _process[-1]
+    return session
+
+
 def is_dry(t: torch.Tensor) -> bool:
     """True for a shape-only tensor made by a dry run (it has no values to read)."""
     from torch._subclasses.fake_tensor import is_fake
@@ -168,3 +181,5 @@ class _DryRuns:
 
 
 dry_runs = _state.register("dry_runs", _DryRuns())
+# the dry runs in progress: entered and left by DrySession itself, a reset must not drop a running one
+_state.register("dry_sessions", _state.Globals(__name__, "_process"), reset=False)

@@ -6,6 +6,12 @@ rule it drops is the simulator's host-memory guard, because no host bytes back a
 :class:`StorageTracker` gives each fake ``neuron`` storage one block for its life: a block is taken
 when a storage is first seen in an op's result (as ``runtime.wrap`` does for a real result) and
 returned when the storage dies (a weak reference, as ``runtime`` observes real storages).
+
+For memory by category the tracker also keeps, per live storage, an identity ``(key, first_seq)``
+(the C++ address and the allocation number when it was first seen: an address reused after a
+storage dies is a new identity), labels given while the run goes (``label``: collective buffers,
+activations saved for backward) and the live set at the allocated peak (taken lazily at the first
+free after a new peak, so a growing forward pass costs one copy per local maximum, not per block).
 """
 
 from __future__ import annotations
@@ -16,6 +22,8 @@ import weakref
 import torch
 
 from .allocator import Block, CachingAllocator
+
+Identity = tuple[int, int]  # (storage address, allocation number when first seen)
 
 
 class DryAllocator(CachingAllocator):
@@ -33,6 +41,45 @@ class StorageTracker:
         self.allocator = allocator
         self.lock = threading.Lock()
         self.blocks: dict[int, Block] = {}
+        self.first_seq: dict[int, int] = {}
+        self.labels: dict[Identity, str] = {}
+        self.seq = 0
+        self.peak = 0
+        self.peak_phase = "default"
+        self.peak_live: dict[Identity, int] = {}  # identity -> block bytes at the allocated peak
+        self._dirty = False
+
+    def identity(self, t: torch.Tensor) -> Identity | None:
+        """The identity of ``t``'s storage while it holds a block (``None`` otherwise)."""
+        key = t.untyped_storage()._cdata
+        seq = self.first_seq.get(key)
+        return None if seq is None else (key, seq)
+
+    def label(self, t: torch.Tensor, category: str, *, replace: bool = False) -> None:
+        """Give ``t``'s storage a memory category (kept until it dies; the first label wins unless ``replace``)."""
+        ident = self.identity(t)
+        if ident is not None and (replace or ident not in self.labels):
+            self.labels[ident] = category
+
+    def _grew(self) -> None:
+        allocated = self.allocator.counters.allocated
+        if allocated > self.peak:
+            self.peak = allocated
+            self.peak_phase = self.allocator.phase
+            self._dirty = True
+
+    def _before_free(self, also: tuple[int, int] | None = None) -> None:
+        if self._dirty:  # the live set right now is the live set at the peak
+            self._dirty = False
+            fs = self.first_seq
+            self.peak_live = {(k, fs[k]): b.size for k, b in self.blocks.items()}
+            if also is not None:  # a block about to be freed that is no longer in `blocks` (a regrown storage)
+                ident = (also[0], fs[also[0]])
+                self.peak_live[ident] = self.peak_live.get(ident, 0) + also[1]
+
+    def finish_peak(self) -> None:
+        """Take the peak's live set if the peak is the current state (call before reading :attr:`peak_live`)."""
+        self._before_free()
 
     def track(self, t: torch.Tensor) -> None:
         """Give ``t``'s storage a block if it has none yet (a new result); raises ``OutOfDeviceMemory``."""
@@ -46,32 +93,52 @@ class StorageTracker:
         block = self.allocator.malloc(nbytes)
         with self.lock:
             self.blocks[key] = block
+            self.seq += 1
+            self.first_seq.setdefault(key, self.seq)
+        self._grew()
         weakref.finalize(st, self._release, key, block)
 
     def retrack(self, t: torch.Tensor) -> None:
         """After an in-place op: a storage whose size changed (``resize_``) gets a new block, the old one freed."""
-        st = t.untyped_storage()
+        self.retrack_storage(t.untyped_storage())
+
+    def retrack_storage(self, st: torch.UntypedStorage) -> None:
+        """:meth:`retrack` of a storage (FSDP2's ``storage.resize_(0)`` / ``resize_(n)``)."""
         key = st._cdata
         block = self.blocks.get(key)
         if block is None:
-            self.track(t)
+            nbytes = st.nbytes()
+            if nbytes:
+                block = self.allocator.malloc(nbytes)
+                with self.lock:
+                    self.blocks[key] = block
+                    self.seq += 1
+                    self.first_seq.setdefault(key, self.seq)
+                self._grew()
+                weakref.finalize(st, self._release, key, block)
             return
         nbytes = st.nbytes()
         if nbytes == block.requested:
             return
         fresh = self.allocator.malloc(nbytes) if nbytes else None  # grown into new memory, then the old freed
-        self.allocator.free(block)
         with self.lock:
             if fresh is None:
-                del self.blocks[key]
+                del self.blocks[key]  # the storage lives on (resized to 0): its identity and labels stay
             else:
                 self.blocks[key] = fresh
                 weakref.finalize(st, self._release, key, fresh)
+        self._grew()
+        self._before_free(also=(key, block.size))
+        self.allocator.free(block)
 
     def _release(self, key: int, block: Block) -> None:
+        if not block.free:
+            self._before_free()
         with self.lock:
             if self.blocks.get(key) is block:
                 del self.blocks[key]
+            if key not in self.blocks:  # the storage died: its identity goes (labels stay for the peak's live set)
+                self.first_seq.pop(key, None)
         self.allocator.free(block)  # a no-op for a block already freed by retrack
 
     def live(self) -> int:

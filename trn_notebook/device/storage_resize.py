@@ -76,6 +76,14 @@ def install() -> None:
     def resize_(self: torch.UntypedStorage, size: int) -> torch.UntypedStorage:
         if self.device.type == "neuron":
             return resize_neuron_storage(self, int(size))
+        if self.device.type == "meta":  # a shape-only storage: in a dry run, its block follows the new size
+            from .dryrun import storage_owner
+
+            session = storage_owner()
+            out = original(self, size)
+            if session is not None:
+                session.tracker.retrack_storage(self)
+            return out
         return original(self, size)
 
     resize_._trn_notebook = True  # type: ignore[attr-defined]

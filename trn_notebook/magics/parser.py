@@ -18,9 +18,9 @@ from .. import state as _state
 from ..device.chips import CHIPS as CHIP_SPECS
 from ..presentation import EXPLAIN_STAGES
 
-CELL_MODES = ("eager", "compile", "profile")  # only as %%trn
+CELL_MODES = ("eager", "compile", "profile", "dryrun")  # only as %%trn
 LINE_ONLY = (
-    "device", "status", "ops", "memory", "cache", "shapes", "explain", "numerics", "report", "dashboard", "reset", "port-check", "help",
+    "device", "status", "ops", "memory", "cache", "shapes", "explain", "numerics", "report", "dashboard", "reset", "port-check", "plan", "help",
 )  # fmt: skip
 SUBCOMMANDS = (*LINE_ONLY[:1], *CELL_MODES, *LINE_ONLY[1:], "timeit")
 STAGES = tuple(EXPLAIN_STAGES)
@@ -63,6 +63,17 @@ def _int_at_least(minimum: int, what: str) -> Callable[[str], int]:
 
 
 _positive = _int_at_least(1, "a positive integer")
+
+
+def _size(text: str) -> int:
+    from ..device.config import parse_bytes
+
+    try:
+        return parse_bytes(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 _nonnegative = _int_at_least(0, "an integer ≥ 0")
 
 
@@ -99,6 +110,16 @@ def build_parser() -> Parser:
     add_profile_arguments(
         add("profile", "(%%trn) profile the cell: timeline and why it is slow"), _positive, _nonnegative
     )
+    p = add("dryrun", "(%%trn) run the cell shape-only on neuron: every figure modeled, nothing computed")
+    p.add_argument("--capacity", type=_size, metavar="SIZE", help="modeled HBM per logical core, e.g. 24GiB")
+    p.add_argument("--world-size", type=_positive, metavar="N", help="N ranks on torch's fake process group")
+    p = add("plan", "will it fit: dry-run a model under several TP x FSDP x AC layouts (trn_notebook.plan)")
+    p.add_argument("model", help="a name in the notebook: a transformers config or a model factory")
+    p.add_argument("--layouts", default="", metavar="L", help="e.g. 'tp4,fsdp16,fsdp16+ac' (default: a standard set)")
+    p.add_argument("--batch", type=_positive, default=1, help="sequences per rank (default 1)")
+    p.add_argument("--seq", type=_positive, default=2048, help="tokens per sequence (default 2048)")
+    p.add_argument("--chip", choices=CHIPS, default="trn2")
+    p.add_argument("--lnc", type=int, choices=(1, 2), default=2, help="logical NeuronCore config (default 2)")
     add("status", "device, memory, compile cache and fallbacks in one card")
     p = add("ops", "the op placement log")
     p.add_argument("--reset", action="store_true", help="clear the log after showing it")
@@ -215,6 +236,7 @@ def help_text() -> str:
     return parser().format_help() + (
         "\ncell modes: %%trn eager [--fusion] [--strict] · %%trn compile [--fullgraph] [--name NAME] "
         "[--mode MODE] [--option K=V …] [--buckets SPEC] · %%trn timeit [options] [SETUP] · "
+        "%%trn dryrun [--capacity SIZE] [--world-size N] · "
         "%%trn profile [--steps N] [--warmup N] [--save PATH] · %%trn ranks N (and %trn ranks stop)\n"
         "every subcommand takes --help"
     )

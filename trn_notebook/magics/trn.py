@@ -93,6 +93,47 @@ class TrnMagics(Magics):
         display(window.report)
         result.raise_error()
 
+    def _cmd_dryrun(self, args: argparse.Namespace, cell: str) -> None:
+        from ..dry import dryrun
+
+        count = current_cell_number(self.shell)
+        try:
+            run = dryrun(f"%%trn dryrun: cell [{count}]", capacity=args.capacity, world_size=args.world_size)
+        except ValueError as exc:
+            raise UsageError(f"%%trn dryrun: {exc}") from None
+        self.shell.user_ns["_trn_dryrun"] = run  # the cell can name it (run.track(model, opt), run.phase(...))
+        saved = self.shell.execution_count
+        self.shell.execution_count = count
+        try:
+            with run:
+                result = self.shell.run_cell(_numbered_from_line_2(args.line, cell), store_history=False)
+        except RuntimeError as exc:  # a process group already exists, a nested dry run
+            raise UsageError(f"%%trn dryrun: {exc}") from None
+        finally:
+            self.shell.execution_count = saved
+        display(run)  # the one rendering of a dry run (DryRun.parts), labelled DRY / modeled
+        result.raise_error()
+
+    def _cmd_plan(self, args: argparse.Namespace, cell: str | None) -> Any:
+        from ..planner import Workload, parse_layouts, plan
+
+        if args.model not in self.shell.user_ns:
+            raise UsageError(
+                f"%trn plan: {args.model!r} is not a name in the notebook; give a transformers config or a model "
+                "factory\ncorrect form: %trn plan CONFIG [--layouts 'tp4,fsdp16+ac'] [--batch B] [--seq S]"
+            )
+        try:
+            layouts = parse_layouts(args.layouts) if args.layouts else None
+            return plan(
+                self.shell.user_ns[args.model],
+                workload=Workload(batch=args.batch, seq=args.seq),
+                chip=args.chip,
+                lnc=args.lnc,
+                layouts=layouts,
+            )
+        except (ValueError, TypeError) as exc:
+            raise UsageError(f"%trn plan: {exc}") from None
+
     def _cmd_compile(self, args: argparse.Namespace, cell: str) -> Any:
         try:
             options = session.parse_options(args.option)

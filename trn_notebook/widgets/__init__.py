@@ -6,6 +6,7 @@ from .memory import MemoryView
 from .memory_snapshot import MemorySnapshotWidget
 from .numerics import NumericsView
 from .placement import PlacementView
+from .plan import PlanView
 from .timeline import TimelineWidget
 from .tuner import ShapeTuner
 
@@ -16,6 +17,7 @@ __all__ = [
     "MemoryView",
     "NumericsView",
     "PlacementView",
+    "PlanView",
     "ShapeTuner",
     "TimelineWidget",
 ]

@@ -1,0 +1,202 @@
+"""``trn_notebook.plan()``: will it fit, and with which layout — every candidate dry-run, one table.
+
+For each candidate layout (TP × FSDP × activation checkpointing) :func:`plan` runs one full-size
+training step shape-only (:mod:`.run`, on :func:`trn_notebook.dryrun` with ``world_size``) and reads
+the figures the dry run models: the allocator's peak against the HBM of one logical core
+(:mod:`trn_notebook.device.chips`: Trn2 96 GiB over 4 logical cores at LNC=2, trainium-figures.md),
+the phase that set the peak and the memory by category at it, the modeled step time (the cost model's
+clock after the step's final sync), the modeled communication and its exposed part (α–β model,
+:mod:`trn_notebook.distributed.commmodel`), tokens/s per chip, and the host memory a real run would need to
+load the checkpoint. Nothing is measured: every figure is labelled modeled (or assumed).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ..device.chips import get_chip_spec, with_cores
+from ..device.dry_memory import CATEGORIES
+from ..presentation import fmt_bytes, fmt_s
+from ..results import Message, Result, Table
+from .layouts import DEFAULT_LAYOUTS, Layout, Workload, parse_layouts
+from .run import LayoutRun, ModelSource, run_layout
+
+COLUMNS = (
+    "layout", "ranks", "chips", "fits", "peak per core (modeled)", "capacity per core", "peak phase",
+    "step time (modeled)", "exposed comm (modeled)", "tokens/s per chip (modeled)", "host memory (assumed)",
+)  # fmt: skip
+
+
+class PlanResult(Result):
+    """The plan: :attr:`table` (a pandas DataFrame, one row per layout), :attr:`best`, the dry runs in :attr:`runs`."""
+
+    def __init__(
+        self,
+        model: str,
+        workload: Workload,
+        chip: str,
+        lnc: int,
+        capacity: int,
+        runs: list[LayoutRun],
+        extrapolated: tuple[int, int, int] | None = None,
+        more_runs: list[LayoutRun] | None = None,
+    ):
+        import pandas as pd
+
+        self.model, self.workload, self.chip, self.lnc, self.capacity = model, workload, chip, lnc, capacity
+        self.runs = {r.layout.name: r for r in runs}
+        self.cores_per_chip = get_chip_spec(chip).physical_cores // lnc
+        self.extrapolated = extrapolated
+        rows = [self._row(r) for r in runs]
+        if extrapolated is not None and more_runs is not None:
+            d1, d2, full = extrapolated
+            rows = [_extrapolate(a, self._row(b), d1, d2, full) for a, b in zip(rows, more_runs, strict=True)]
+        for row in rows:
+            chips = row["chips"]
+            tokens = workload.batch * workload.seq * row["fsdp"]
+            row["fits"] = bool(row["peak_allocated"] <= capacity)
+            row["tokens_per_s_per_chip"] = (
+                tokens / row["step_s"] / max(chips, 1e-12) if row["step_s"] > 0 else float("nan")
+            )
+        self.table = pd.DataFrame(rows).set_index("layout")
+        fitting = self.table[self.table["fits"]]
+        self.best: str | None = None
+        if len(fitting):
+            self.best = str(fitting.sort_values(["chips", "tokens_per_s_per_chip"], ascending=[True, False]).index[0])
+
+    def _row(self, r: LayoutRun) -> dict[str, Any]:
+        m = r.run.memory.counters
+        cats = r.run.by_category or {}
+        return {
+            "layout": r.layout.name,
+            "tp": r.layout.tp,
+            "fsdp": r.layout.fsdp,
+            "ac": r.layout.ac,
+            "ranks": r.layout.world_size,
+            "chips": r.layout.world_size / self.cores_per_chip,
+            "peak_reserved": m.peak_reserved,
+            "peak_allocated": m.peak_allocated,
+            "capacity": self.capacity,
+            "peak_phase": r.run._session.tracker.peak_phase,
+            **{c: cats.get(c, 0) for c in CATEGORIES},
+            "step_s": r.step_s,
+            "comm_s": r.comm_s,
+            "exposed_comm_s": r.exposed_s,
+            "host_bytes": r.params * 2,
+            "note": r.note or "",
+        }
+
+    def widget(self) -> Any:
+        """The plan as a widget: stacked memory bars per layout against the capacity line, and the step time."""
+        from ..widgets.plan import PlanView
+
+        return PlanView(self)
+
+    def parts(self) -> list[Result]:
+        """The one rendering of a plan (text, HTML, ``%trn plan``)."""
+        w = self.workload
+        rows = []
+        for name, r in self.table.iterrows():
+            mark = " ◀ cheapest that fits" if name == self.best else ""
+            rows.append(
+                [
+                    f"{name}{mark}",
+                    int(r["ranks"]),
+                    f"{r['chips']:g}",
+                    "yes" if r["fits"] else "NO",
+                    fmt_bytes(r["peak_allocated"]),
+                    fmt_bytes(r["capacity"]),
+                    r["peak_phase"],
+                    fmt_s(r["step_s"]),
+                    fmt_s(r["exposed_comm_s"]),
+                    f"{r['tokens_per_s_per_chip']:,.0f}",
+                    fmt_bytes(r["host_bytes"]),
+                ]
+            )
+        notes = [
+            "DRY RUN: every figure modeled (shape-only step on torch's fake process group; nothing measured on hardware).",
+            "peak = the shape-only caching allocator's peak allocated (live blocks) on one logical core, the sum of the "
+            "categories; its cache (reserved) is in .table and is released by the allocator's retry before an OOM; "
+            f"capacity = {self.chip} HBM / "
+            f"{self.cores_per_chip} logical cores at LNC={self.lnc} (chips table, trainium-figures.md).",
+            "step time: the cost model's clock after the step's final sync; exposed comm: α–β collectives not hidden by compute.",
+            f"tokens/s per chip: batch {w.batch} × seq {w.seq} per data-parallel rank, {self.cores_per_chip} logical cores "
+            "per chip; host memory (assumed): one bf16 copy of the full weights to load the checkpoint.",
+        ]
+        if self.extrapolated is not None:
+            d1, d2, full = self.extrapolated
+            notes.append(
+                f"EXTRAPOLATED: each layout was dry-run at {d1} and {d2} decoder layers; memory, time and communication "
+                f"are those two runs' straight line at the model's {full} layers (modeled, and linear in depth by assumption)."
+            )
+        notes += sorted({n for n in self.table["note"] if n})
+        parts: list[Result] = [
+            Table(f"plan: {self.model} training step on {self.chip} (LNC={self.lnc})", COLUMNS, rows, notes)
+        ]
+        if self.best is None:
+            parts.append(
+                Message("no candidate layout fits (modeled): add ranks, activation checkpointing or TP", "warning")
+            )
+        return parts
+
+
+def plan(
+    model: Any,
+    workload: Workload | None = None,
+    *,
+    chip: str = "trn2",
+    lnc: int = 2,
+    layouts: list[Layout] | str | None = None,
+    dtype: torch.dtype = torch.bfloat16,
+    depths: tuple[int, int] | None = None,
+) -> PlanResult:
+    """Dry-run a training step of ``model`` under each layout; the table says which fit (see the module docstring).
+
+    ``model``: a ``transformers`` config, a fidelity ``ModelSpec`` or a factory ``() -> nn.Module`` (built
+    inside each dry run on ``neuron``). ``layouts``: :class:`Layout` objects or a string for
+    :func:`parse_layouts` (default :data:`DEFAULT_LAYOUTS`). Raises ``ValueError`` for an unknown chip, an LNC
+    other than 1 or 2, a layout the model cannot take; ``TypeError`` for a model of another kind;
+    ``RuntimeError`` if a process group already exists (the dry runs build their own fake one).
+
+    ``depths=(d1, d2)`` (a config only): run each layout at ``d1`` and ``d2`` decoder layers and extrapolate
+    every figure linearly to the config's depth (faster; the table says EXTRAPOLATED). Default: full size.
+    """
+    if lnc not in (1, 2):
+        raise ValueError(f"lnc must be 1 or 2 (logical NeuronCore config), got {lnc!r}")
+    spec = get_chip_spec(chip)
+    spec = with_cores(spec, spec.physical_cores // lnc)
+    source = ModelSource.of(model)
+    if isinstance(layouts, str):
+        layouts = parse_layouts(layouts)
+    chosen = list(layouts) if layouts is not None else list(DEFAULT_LAYOUTS)
+    workload = workload or Workload()
+    if depths is None:
+        runs = [run_layout(source, layout, workload, spec, dtype) for layout in chosen]
+        return PlanResult(source.name, workload, spec.name, lnc, spec.device_hbm_bytes, runs)
+    d1, d2 = depths
+    full = int(getattr(source.config, "num_hidden_layers", 0) or 0)
+    if source.config is None or not 0 < d1 < d2 <= full:
+        raise ValueError(
+            f"depths={depths!r}: give two increasing decoder-layer counts up to the config's num_hidden_layers "
+            f"({full or 'a transformers config is needed'})"
+        )
+    shallow, deep = source.with_layers(d1), source.with_layers(d2)
+    runs = [run_layout(shallow, layout, workload, spec, dtype) for layout in chosen]
+    more = [run_layout(deep, layout, workload, spec, dtype) for layout in chosen]
+    return PlanResult(source.name, workload, spec.name, lnc, spec.device_hbm_bytes, runs, (d1, d2, full), more)
+
+
+_LINEAR = ("peak_reserved", "peak_allocated", *CATEGORIES, "step_s", "comm_s", "exposed_comm_s", "host_bytes")
+
+
+def _extrapolate(a: dict[str, Any], b: dict[str, Any], d1: int, d2: int, full: int) -> dict[str, Any]:
+    """Row ``a`` (at ``d1`` layers) and ``b`` (at ``d2``) on their straight line at ``full`` layers."""
+    out = dict(b)
+    for k in _LINEAR:
+        out[k] = type(b[k])(b[k] + (b[k] - a[k]) * (full - d2) / (d2 - d1))
+    return out
+
+
+__all__ = ["DEFAULT_LAYOUTS", "Layout", "PlanResult", "Workload", "parse_layouts", "plan"]

@@ -1,0 +1,214 @@
+"""One layout, dry: build the model on ``neuron`` shape-only, lay it out (TP, AC, FSDP2), run a training step.
+
+The model is built on ``meta``, laid out, then given each rank's shards on ``neuron`` with
+``to_empty`` (as torchtitan's estimator does: no rank ever holds the whole model; the weights' values
+are not initialised, a dry run needs none). The layout is torch's own: ``parallelize_module`` with ``ColwiseParallel`` on the q/k/v and gate/up
+projections and ``RowwiseParallel`` on the o and down projections (the Megatron split), activation
+checkpointing with ``apply_activation_checkpointing`` (non-reentrant) on each decoder layer, then
+``fully_shard`` of each decoder layer and of the root on the mesh's ``dp`` dimension. When TP exceeds
+the model's K/V heads, the K/V heads are replicated up to TP (NxD Inference's ``GQA.CONVERT_TO_MHA``),
+and the run says so.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from ..device.chips import ChipSpec
+from ..device.clocks import clocks
+from ..dry import DryRun, dryrun
+from .layouts import Layout, Workload
+
+_COLWISE = ("q_proj", "k_proj", "v_proj", "gate_proj", "up_proj")
+_ROWWISE = ("o_proj", "down_proj")
+NO_OOM = 1 << 50  # the dry allocator's capacity while planning: the peak is the answer, compared afterwards
+
+
+@dataclass
+class ModelSource:
+    """How to build the model: a ``transformers`` config (any ``*ForCausalLM``) or a factory ``() -> nn.Module``."""
+
+    config: Any = None
+    factory: Callable[[], nn.Module] | None = None
+    name: str = "model"
+
+    @classmethod
+    def of(cls, model: Any) -> ModelSource:
+        """Read a config, a :class:`~trn_notebook.fidelity.configs.ModelSpec` or a factory; ``TypeError`` otherwise."""
+        if hasattr(model, "config") and hasattr(model, "family") and callable(model.config):  # ModelSpec
+            return cls(config=model.config(), name=model.name)
+        if hasattr(model, "to_dict") and hasattr(model, "model_type"):  # transformers PretrainedConfig
+            return cls(config=model, name=getattr(model, "name_or_path", "") or model.model_type)
+        if isinstance(model, nn.Module):
+            raise TypeError(
+                "plan() builds the model itself for each layout: pass a factory (lambda: MyModel(...)) or a "
+                "transformers config, not a built nn.Module"
+            )
+        if callable(model):
+            return cls(factory=model, name=getattr(model, "__name__", "model"))
+        raise TypeError(f"plan() takes a transformers config or a model factory, got {type(model).__name__}")
+
+    def with_layers(self, n: int) -> ModelSource:
+        """The same config with ``n`` decoder layers (for :func:`~trn_notebook.planner.plan`'s ``depths``)."""
+        cfg = copy.deepcopy(self.config)
+        cfg.num_hidden_layers = n
+        return ModelSource(config=cfg, name=self.name)
+
+    def kv_heads(self) -> int | None:
+        """K/V heads of a config (``None`` for a factory)."""
+        if self.config is None:
+            return None
+        return int(getattr(self.config, "num_key_value_heads", None) or self.config.num_attention_heads)
+
+    def build(self, tp: int) -> tuple[nn.Module, str | None]:
+        """The model (inside the dry run, on ``neuron``); with a note when K/V heads were replicated for ``tp``."""
+        if self.factory is not None:
+            return self.factory(), None
+        import transformers
+
+        cfg = self.config
+        note = None
+        kv = self.kv_heads()
+        if kv is not None and tp > kv:
+            if tp % kv:
+                raise ValueError(
+                    f"TP {tp} is not a multiple of the model's {kv} K/V heads; choose a TP dividing or a multiple of {kv}"
+                )
+            cfg = copy.deepcopy(cfg)
+            cfg.num_key_value_heads = tp
+            note = (
+                f"TP {tp} > {kv} K/V heads: K/V heads replicated {kv} → {tp} (one per rank, as NxD Inference's "
+                "GQA.CONVERT_TO_MHA does); K/V projection memory and FLOPs grow accordingly"
+            )
+        return transformers.AutoModelForCausalLM.from_config(cfg), note
+
+
+def decoder_layers(model: nn.Module) -> list[nn.Module]:
+    """The repeated blocks: the longest ``nn.ModuleList`` in the model (a Llama's ``model.layers``)."""
+    lists: list[list[nn.Module]] = [list(m) for m in model.modules() if isinstance(m, nn.ModuleList)]
+    return max(lists, key=len) if lists else []
+
+
+@contextmanager
+def _chip(spec: ChipSpec) -> Iterator[None]:
+    from ..device import runtime
+
+    saved = runtime.state.chip
+    runtime.state.chip = spec  # the cost model's chip for this dry run (capacity is the dry allocator's own)
+    try:
+        yield
+    finally:
+        runtime.state.chip = saved
+
+
+@contextmanager
+def _default_dtype(dtype: torch.dtype) -> Iterator[None]:
+    saved = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(saved)
+
+
+def _tensor_parallel(layers: list[nn.Module], mesh: Any) -> int:
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    sharded = 0
+    for layer in layers:
+        plan: dict[str, Any] = {}
+        for name, mod in layer.named_modules():
+            leaf = name.rsplit(".", 1)[-1]
+            if isinstance(mod, nn.Linear) and leaf in _COLWISE:
+                plan[name] = ColwiseParallel()
+            elif isinstance(mod, nn.Linear) and leaf in _ROWWISE:
+                plan[name] = RowwiseParallel()
+        if plan:
+            parallelize_module(layer, mesh, plan)
+            sharded += len(plan)
+    return sharded
+
+
+@dataclass
+class LayoutRun:
+    """The figures of one layout's dry step (all modeled)."""
+
+    layout: Layout
+    run: DryRun
+    params: int
+    step_s: float
+    comm_s: float
+    exposed_s: float
+    note: str | None
+
+
+def run_layout(
+    source: ModelSource, layout: Layout, workload: Workload, chip: ChipSpec, dtype: torch.dtype
+) -> LayoutRun:
+    """Dry-run one training step of ``source`` laid out as ``layout`` (see the module docstring)."""
+    from torch.distributed.fsdp import fully_shard
+
+    run = dryrun(
+        f"plan {source.name} {layout.name}",
+        capacity=NO_OOM,
+        world_size=layout.world_size,
+        mesh_shape=(layout.fsdp, layout.tp),
+        mesh_dim_names=("dp", "tp"),
+    )
+    with _chip(chip), run, _default_dtype(dtype):
+        with torch.device("meta"):  # laid out before any device memory exists, as torchtitan does
+            model, note = source.build(layout.tp)
+        params = sum(p.numel() for p in model.parameters())
+        layers = decoder_layers(model)
+        if layout.tp > 1 and (not layers or _tensor_parallel(layers, run.mesh["tp"]) == 0):
+            raise ValueError(
+                f"layout {layout.name}: found no q/k/v/o or gate/up/down nn.Linear projections in repeated "
+                "layers to split for tensor parallelism; use TP 1 for this model"
+            )
+        if layout.ac:
+            from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import apply_activation_checkpointing
+
+            kinds = tuple({type(x) for x in layers})
+            apply_activation_checkpointing(model, check_fn=lambda m: isinstance(m, kinds))
+            layers = decoder_layers(model)
+        if layout.fsdp > 1:
+            dp = run.mesh["dp"]
+            for layer in layers:
+                fully_shard(layer, mesh=dp, reshard_after_forward=layout.reshard)
+            fully_shard(model, mesh=dp, reshard_after_forward=layout.reshard)
+        # TP alone leaves some parameters plain tensors and others DTensors; torch's foreach kernels refuse the
+        # mix ("got mixed torch.Tensor and DTensor"), so that layout steps parameter by parameter, as it must.
+        foreach = not (layout.tp > 1 and layout.fsdp == 1)
+        with run.phase("init"):
+            model.to_empty(device="neuron")  # each rank's shards only; values are not needed (a real run loads them)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=foreach)
+        run.track(model, opt)
+        if note:
+            run.note(note)
+        if not foreach:
+            run.note(
+                "TP without FSDP: AdamW(foreach=False) (torch's foreach ops refuse plain tensors mixed with DTensors)"
+            )
+        ids = torch.zeros(workload.batch, workload.seq, dtype=torch.long, device="neuron")
+        t0 = clocks.snapshot().sim_host_s
+        with run.phase("forward"):
+            if source.config is not None:
+                loss = model(input_ids=ids, labels=ids, use_cache=False).loss
+            else:
+                loss = model(ids).float().mean()
+        with run.phase("backward"):
+            loss.backward()
+        with run.phase("optimizer"):
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        clocks.sync("end of the training step")
+        step_s = clocks.snapshot().sim_host_s - t0
+        del loss
+    return LayoutRun(layout, run, params, step_s, run.ranks.comm_s, run.ranks.exposed_s, note)
