@@ -4,8 +4,12 @@ anybody may write, no fixed file name in the shared temp directory, a bounded wo
 from __future__ import annotations
 
 import os
+import socket
 import stat
+import struct
 import tempfile
+import threading
+import time
 from pathlib import Path
 
 import psutil
@@ -123,3 +127,61 @@ def test_a_rank_exiting_mid_cell_is_named_and_its_children_die_with_the_pool(no_
         pool.run("import os\nif rank == 1:\n    os._exit(0)\ndist.barrier()\n")
     for c in children:
         assert not psutil.pid_exists(c) or psutil.Process(c).status() == psutil.STATUS_ZOMBIE
+
+
+def _reset_connections(ports: set[int]) -> int:
+    """Connect to each port as a stranger would: nothing, garbage, gloo-sequence-number-shaped bytes; then RST."""
+    made = 0
+    for port in sorted(ports):
+        for payload in (b"", b"not a rank" * 4, struct.pack("<Q", 0), struct.pack("<Q", 1)):
+            s = socket.socket()
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close() sends RST
+            try:
+                s.connect(("127.0.0.1", port))
+                s.sendall(payload)
+                made += 1
+            except OSError:
+                pass  # the listener went away (a rank's temporary socket)
+            finally:
+                s.close()
+    return made
+
+
+@pytest.mark.slow
+def test_a_stranger_connecting_to_the_ranks_sockets_while_they_start_and_run_changes_nothing(no_pool):
+    # Probe (issue 32): the pool used to accept its ranks on a multiprocessing Listener; a stranger's connection
+    # reset during accept's authentication (ConnectionResetError) failed the start of `%%trn ranks`. The notebook
+    # side now listens on nothing; gloo's loopback pair listeners of the ranks take strangers' connections
+    # (empty, garbage, sequence-number-shaped, each reset) during the start and after it, and the collectives agree.
+    me = psutil.Process()
+    ours_before = {port for _, _, port in _listening([me.pid])}
+    children_before = {c.pid for c in me.children()}
+    stop, probed_ours, probed_ranks = threading.Event(), set(), set()
+
+    def stranger() -> None:
+        while not stop.is_set():
+            ranks = [c.pid for c in me.children() if c.pid not in children_before]
+            try:
+                theirs = {port for _, _, port in _listening(ranks)}
+            except psutil.Error:
+                continue  # a rank between start and exec
+            ours = {port for _, _, port in _listening([me.pid])} - ours_before
+            _reset_connections((ours - probed_ours) | (theirs - probed_ranks))
+            probed_ours.update(ours)
+            probed_ranks.update(theirs)
+            time.sleep(0.005)
+
+    prober = threading.Thread(target=stranger, daemon=True)
+    prober.start()
+    try:
+        pool, _ = rank_pool.get_pool(2)
+    finally:
+        stop.set()
+        prober.join()
+    assert probed_ours == set()  # nothing on the notebook side to connect to
+    warm = {port for _, _, port in _listening(pool.pids())}
+    assert warm and _reset_connections(warm) == 4 * len(warm)  # and once more on the warm pool, every listener
+    lines: list[str] = []
+    result = pool.run(CELL, timeout_s=120, print_line=lines.append)
+    assert sorted(lines) == ["[rank 0] sum [3.0, 3.0, 3.0, 3.0]", "[rank 1] sum [3.0, 3.0, 3.0, 3.0]"]
+    assert [f["collectives"] for f in result.figures] == [1, 1]
