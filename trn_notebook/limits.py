@@ -20,6 +20,7 @@ import zlib
 from pathlib import Path
 
 import numpy as np
+import numpy.typing as npt
 
 _STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
 _CHUNK = 1 << 20
@@ -77,7 +78,8 @@ def _too_big(p: Path, what: str, size: str, max_bytes: int, raise_hint: str) -> 
 def json_shape(raw: bytes) -> tuple[int, int]:
     """``(values, depth)`` of JSON text ``raw`` without parsing it: an upper bound on the number of values
     ``json.loads`` would create (containers + separators + 1) and the deepest nesting of ``[``/``{``."""
-    stripped = np.frombuffer(_STRING.sub(b"0", raw), dtype=np.uint8)
+    # annotated: numpy 2.5's stubs (what PyPI resolves for the 3.12 job) leave frombuffer's result type open
+    stripped: npt.NDArray[np.uint8] = np.frombuffer(_STRING.sub(b"0", raw), dtype=np.uint8)
     opens = (stripped == ord("[")) | (stripped == ord("{"))
     closes = (stripped == ord("]")) | (stripped == ord("}"))
     seps = int(np.count_nonzero((stripped == ord(",")) | (stripped == ord(":"))))

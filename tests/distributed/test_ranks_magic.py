@@ -143,6 +143,40 @@ def test_workers_die_with_a_killed_kernel(tmp_path):
         kernel.wait()
 
 
+@pytest.mark.slow
+def test_a_rank_started_just_before_the_kernel_died_does_not_outlive_it(tmp_path):
+    # Probe: the kernel killed after it started rank 0 and before rank 1 (here: held at that point). Rank 0 asked
+    # for PR_SET_PDEATHSIG only after importing torch, by then the kernel was gone, so it joined the group and
+    # waited for rank 1 until the collective timeout (69 s at the default 60 s; here 300 s) before dying.
+    script = tmp_path / "kernel.py"
+    script.write_text(
+        "import subprocess, time\n"
+        "from trn_notebook.distributed import pool\n"
+        "real = subprocess.Popen\n"
+        "def first_then_hold(*args, **kwargs):\n"
+        "    print(real(*args, **kwargs).pid, flush=True)\n"
+        "    time.sleep(300)  # killed here, between starting rank 0 and rank 1\n"
+        "pool.subprocess.Popen = first_then_hold\n"
+        "pool.get_pool(2, collective_timeout_s=300)\n"
+    )
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    kernel = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True, env=env)
+    pid = 0
+    try:
+        pid = int(kernel.stdout.readline())  # type: ignore[union-attr]
+        kernel.kill()
+        kernel.wait()
+        deadline = time.monotonic() + 90  # its own start-up (importing torch) under load, far below 300 s
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not _alive(pid), "rank 0 outlived the kernel that started it"
+    finally:
+        kernel.kill()
+        kernel.wait()
+        if pid and _alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
 def test_bad_arguments_are_usage_errors():
     for line in ("ranks", "ranks two", "ranks 0", "ranks 99", "ranks 2 --timeout -1", "ranks 2 --bogus"):
         with pytest.raises(UsageError, match="correct form"):

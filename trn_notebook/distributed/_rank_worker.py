@@ -12,9 +12,10 @@ from .pool import _worker_main
 
 
 def main(argv: list[str]) -> None:
-    """Serve cells as rank ``argv[0]`` over the socketpair end the notebook passed as file descriptor ``argv[3]``."""
-    rank, world, store_file, fd, collective_timeout_s = argv
-    _worker_main(int(rank), int(world), store_file, Connection(int(fd)), float(collective_timeout_s))
+    """Serve cells as rank ``argv[0]`` over the socketpair end the notebook (process ``argv[5]``) passed as file
+    descriptor ``argv[3]``; exits at once if that notebook has already died."""
+    rank, world, store_file, fd, collective_timeout_s, parent_pid = argv
+    _worker_main(int(rank), int(world), store_file, Connection(int(fd)), float(collective_timeout_s), int(parent_pid))
 
 
 if __name__ == "__main__":

@@ -5,8 +5,8 @@ keeps its own namespace between cells (``rank``, ``world_size``, ``torch``, ``di
 for each cell streams its output back line by line, then reports per-rank figures and its slice of
 the timeline. Workers never outlive the notebook: any error, ``KeyboardInterrupt`` or timeout tears
 the pool down (SIGTERM, then SIGKILL, then reaped), an ``atexit`` hook does so at interpreter exit,
-and each worker asks the kernel to kill it if its parent dies (``PR_SET_PDEATHSIG``) and exits when
-its pipe closes.
+and each worker asks the kernel to kill it if its parent dies (``PR_SET_PDEATHSIG``; it exits at once if
+the parent died before it could ask) and exits when its pipe closes.
 """
 
 from __future__ import annotations
@@ -31,7 +31,13 @@ from .rendezvous import check_world_size, join_group, loopback_env, private_dir,
 CELL_FILE = "<%%trn ranks cell>"
 
 
-def _die_with_parent() -> None:
+def _die_with_parent(parent_pid: int) -> None:
+    """Have the OS kill this rank when the notebook dies (``PR_SET_PDEATHSIG``); exit now if it already has.
+
+    The request is not retroactive, and a rank makes it only after its interpreter has imported torch: a
+    notebook killed in that window left an orphan that joined the group and waited out the collective timeout
+    (69 s measured) for a rank that was never started. Hence the parent check after the request.
+    """
     try:
         import ctypes
         import signal
@@ -39,6 +45,8 @@ def _die_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
+    if os.getppid() != parent_pid:  # the notebook died before the request: nobody to serve
+        os._exit(0)
 
 
 class _Stream:
@@ -110,9 +118,14 @@ def _trace_slice(t0_s: float) -> list[dict[str, Any]]:
     return list(clocks.chrome_trace(since_s=t0_s)["traceEvents"])
 
 
-def _worker_main(rank: int, world: int, store_file: str, conn: Connection, collective_timeout_s: float) -> None:
-    """Body of one rank: join the process group (a private file store), then run cells until told to stop."""
-    _die_with_parent()
+def _worker_main(
+    rank: int, world: int, store_file: str, conn: Connection, collective_timeout_s: float, parent_pid: int
+) -> None:
+    """Body of one rank: join the process group (a private file store), then run cells until told to stop.
+
+    Exits at once when the notebook (``parent_pid``) has already died.
+    """
+    _die_with_parent(parent_pid)
     os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(world))
     import torch
     import torch.distributed as dist
@@ -224,7 +237,7 @@ class RankPool:
                 with ours, theirs:
                     # A fresh interpreter per rank (spawned, never forked; the notebook's __main__ is not re-imported).
                     cmd = [sys.executable, "-m", "trn_notebook.distributed._rank_worker", str(rank), str(world_size)]
-                    cmd += [store_path(self._dir), str(theirs.fileno()), str(collective_timeout_s)]
+                    cmd += [store_path(self._dir), str(theirs.fileno()), str(collective_timeout_s), str(os.getpid())]
                     self.processes.append(
                         subprocess.Popen(
                             cmd, env=env, stdin=subprocess.DEVNULL, pass_fds=(theirs.fileno(),), start_new_session=True
@@ -289,15 +302,40 @@ class RankPool:
                     msg: Any = conn.recv()  # type: ignore[union-attr,call-arg]
                 except (EOFError, OSError):
                     continue  # the exit check below reports it
-                self._handle(msg, kind, results, print_line)
+                try:
+                    self._handle(msg, kind, results, print_line)
+                except RankError as failed:
+                    self._raise_peer_exit(failed, kind, results)
+                    raise
             for rank, p in enumerate(self.processes):
                 if p.poll() is not None and rank not in results:
                     conn = self.conns[rank]
                     self._drain(conn, kind, results, print_line)  # what the rank said before it exited
                     if rank not in results:
-                        when = " before it connected (its output above says why)" if kind == "ready" else " mid-cell"
-                        raise RankError(f"rank {rank} exited (code {p.returncode}){when}; every rank was stopped", rank)
+                        raise self._exit_error(rank, kind)
         return results
+
+    def _exit_error(self, rank: int, kind: str, after: str = "") -> RankError:
+        when = " before it connected (its output above says why)" if kind == "ready" else " mid-cell"
+        code = self.processes[rank].returncode
+        return RankError(f"rank {rank} exited (code {code}){when}; every rank was stopped{after}", rank)
+
+    def _raise_peer_exit(self, failed: RankError, kind: str, results: dict[int, Any], grace_s: float = 0.5) -> None:
+        """Raise the exit of another rank if one has exited (waiting up to ``grace_s``), chained to ``failed``.
+
+        A rank that exits mid-cell breaks its peers' collectives (gloo: "Connection reset by peer"), and a peer's
+        report of that could arrive before the exit was seen, naming the wrong rank (1 run in 2 on 3.11 and 3.12).
+        """
+        deadline = time.monotonic() + grace_s
+        while True:
+            for rank, p in enumerate(self.processes):
+                if rank != failed.rank and rank not in results and p.poll() is not None:
+                    first = str(failed).split("; every rank was stopped")[0]
+                    after = f" (then {first[:200]})"
+                    raise self._exit_error(rank, kind, after) from failed
+            if time.monotonic() >= deadline:
+                return
+            time.sleep(0.05)
 
     def _drain(self, conn: Connection, kind: str, results: dict[int, Any], print_line: Callable[[str], None]) -> None:
         """Handle the messages a rank sent before it exited, up to the end of its channel."""
