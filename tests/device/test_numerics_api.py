@@ -106,7 +106,7 @@ def test_magic_device_numerics() -> None:
 
 def test_the_top_level_ratio_stays_the_function_after_its_module_is_imported():
     import trn_notebook
-    import trn_notebook.aws_ratio  # noqa: F401  (the module's name no longer shadows the function)
-    import trn_notebook.numerics_compare  # noqa: F401
+    import trn_notebook.aws_ratio
+    import trn_notebook.numerics_compare
 
     assert callable(trn_notebook.numerics_ratio) and trn_notebook.numerics_ratio.__name__ == "numerics_ratio"

@@ -15,8 +15,8 @@ from typing import Any
 import torch
 
 from .. import state as _state
-from ..device.numerics import NumericsPolicy, numerics_policy, numerics_scope, parse_numerics
 from ..aws_ratio import THRESHOLD, numerics_ratio
+from ..device.numerics import NumericsPolicy, numerics_policy, numerics_scope, parse_numerics
 from .capture import Capture, capture, cpu_copy, first_tensor, source_line, to_device
 from .debug import first_differing_op
 from .generation import check_generation
