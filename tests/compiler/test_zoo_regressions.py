@@ -124,3 +124,35 @@ def test_index_put_with_cpu_indices_on_the_device_matches_cpu() -> None:
     x[idx].sum().backward()
     xn[idx].sum().backward()
     torch.testing.assert_close(xn.grad.cpu(), x.grad)
+
+
+def test_unbind_and_split_with_one_result_compile() -> None:
+    def f(x: torch.Tensor) -> torch.Tensor:  # nn.LSTM/GRU with one layer unbind their [1, B, H] initial state
+        (a,) = x.unbind(0)
+        (b,) = x.split(1, 0)
+        return a * 2 + b.squeeze(0)
+
+    x = torch.randn(1, 3, 4)
+    got = torch.compile(f, backend="neuron", fullgraph=True)(x.to("neuron"))
+    torch.testing.assert_close(got.cpu(), f(x))
+
+
+@pytest.mark.slow  # dynamo unrolls the recurrence: one forward and one backward compile per module
+@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
+def test_single_layer_rnn_compiles_with_allow_rnn(kind: str) -> None:
+    import torch._dynamo
+
+    torch.manual_seed(0)
+    ref = getattr(torch.nn, kind)(4, 6)
+    dev = getattr(torch.nn, kind)(4, 6)
+    dev.load_state_dict(ref.state_dict())
+    dev = dev.to("neuron")
+    x = torch.randn(5, 3, 4)
+    with torch._dynamo.config.patch(allow_rnn=True):  # dynamo traces the cells into the graph
+        got = torch.compile(dev, backend="neuron")(x.to("neuron"))[0]
+    want = ref(x)[0]
+    torch.testing.assert_close(got.detach().cpu(), want.detach())
+    got.sum().backward()
+    want.sum().backward()
+    for (name, p), q in zip(dev.named_parameters(), ref.parameters()):
+        torch.testing.assert_close(p.grad.cpu(), q.grad, rtol=1e-4, atol=1e-5, msg=name)
