@@ -291,13 +291,13 @@ def constant_outputs(graph: Graph) -> dict[int, Any]:
     if text is None:
         return {}
     args, kwargs = _Values(text).arguments()
-    pairs = args[0] if len(args) == 1 and not kwargs and isinstance(args[0], list) else None
+    pairs: list[Any] = args[0] if len(args) == 1 and not kwargs and isinstance(args[0], list) else [None]
     found: dict[int, Any] = {}
-    for pair in pairs if pairs is not None else [None]:
-        ok = isinstance(pair, list) and len(pair) == 2 and type(pair[0]) is int
-        if not ok or not 0 <= pair[0] < len(graph.outputs) or not isinstance(pair[1], int | float):
+    for pair in pairs:
+        pos, value = pair if isinstance(pair, list) and len(pair) == 2 else (None, None)
+        if type(pos) is not int or not 0 <= pos < len(graph.outputs) or not isinstance(value, int | float):
             raise IRError(f"graph {graph.name}: bad {CONSTANT_OUTPUTS} entry {text[:60]!r}")
-        if graph.outputs[pair[0]] is not None:
-            raise IRError(f"graph {graph.name}: output {pair[0]} is both a value and a constant")
-        found[pair[0]] = pair[1]
+        if graph.outputs[pos] is not None:
+            raise IRError(f"graph {graph.name}: output {pos} is both a value and a constant")
+        found[pos] = value
     return found
