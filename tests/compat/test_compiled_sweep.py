@@ -45,3 +45,14 @@ def test_channels_last_request_is_refused_with_torchneurons_documented_reason() 
         x.contiguous(memory_format=torch.channels_last)
     moved = torch.randn(2, 3, 4, 4).to(memory_format=torch.channels_last).to("neuron")  # a move converts
     assert moved.is_contiguous()
+
+
+@pytest.mark.slow  # one OpInfo entry compiled forward and backward in this process
+def test_compat_cli_runs_the_compiled_sweep_and_writes_its_section(tmp_path, capsys, fresh_compiler) -> None:
+    from trn_notebook.compat.__main__ import main
+
+    out = tmp_path / "compiled.md"
+    assert main(["--compiled", "--quick", "--ops", "polar", "--in-process", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "compiled forward:  1/1 entries = 100.00%" in printed
+    assert "| `polar` | 1/1 |" in out.read_text()

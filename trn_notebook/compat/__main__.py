@@ -1,4 +1,5 @@
-"""``python -m trn_notebook.compat [--ops PATTERN] [--quick] [--out docs/compatibility.md]``."""
+"""``python -m trn_notebook.compat [--ops PATTERN] [--quick] [--out docs/compatibility.md]``; with ``--compiled``
+[--every K] the compiled sweep (``--out docs/compatibility-compiled.md``)."""
 
 from __future__ import annotations
 
@@ -24,8 +25,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", help="write the markdown table here (e.g. docs/compatibility.md)")
     parser.add_argument("--json", help="also write the raw per-op results as JSON here")
     parser.add_argument("--in-process", action="store_true", help="no worker subprocesses (faster, not crash-safe)")
+    parser.add_argument("--compiled", action="store_true", help='the compiled sweep (torch.compile(backend="neuron"))')
+    parser.add_argument("--every", type=int, default=1, help="with --compiled: every k-th selected entry")
     args = parser.parse_args(argv)
     t0 = time.perf_counter()
+    if args.compiled:
+        return _compiled(args, parser, argv, t0)
     try:
         results = sweep(args.ops, args.quick, isolated=not args.in_process)
     except ValueError as exc:
@@ -53,6 +58,35 @@ def main(argv: list[str] | None = None) -> int:
             fh.write(to_markdown(results, command.strip()))
         print(f"wrote {args.out}")
     return 1 if s.crashes else 0
+
+
+def _compiled(args: argparse.Namespace, parser: argparse.ArgumentParser, argv: list[str] | None, t0: float) -> int:
+    """``--compiled``: print the compiled coverage and its failing entries; write JSON / markdown if asked."""
+    from .api import compiled_sweep
+    from .compiled_table import compiled_markdown, summarize_compiled, summary_lines
+
+    try:
+        results = compiled_sweep(args.ops, args.quick, args.every, isolated=not args.in_process)
+    except ValueError as exc:
+        parser.error(str(exc))
+    except MissingExtra as exc:
+        print(f"python -m trn_notebook.compat: {exc}", file=sys.stderr)
+        return 2
+    s = summarize_compiled(results)
+    print(f"({time.perf_counter() - t0:.0f} s)")
+    for line in summary_lines(s):
+        print(line)
+    for reason, _ in s.reasons:
+        print(f"  {reason}")
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as fh:
+            json.dump([r.to_json() for r in results], fh, indent=1)
+    if args.out:
+        command = "python -m trn_notebook.compat " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
+        with open(args.out, "w", encoding="utf-8") as fh:
+            fh.write(compiled_markdown(results, command.strip()))
+        print(f"wrote {args.out}")
+    return 0
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""The public entry point: :func:`compatibility_table` (``%trn ops --table`` calls it)."""
+"""The public entry points: :func:`compatibility_table` (``%trn ops --table`` calls it), :func:`sweep` and
+:func:`compiled_sweep` (``python -m trn_notebook.compat [--compiled]``)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import pandas as pd
 
+    from .compiled import CompiledResult
     from .sweep import OpResult
 
 # A representative subset for --quick: one or two ops per family the device handles differently.
@@ -39,6 +41,30 @@ def sweep(ops: str | None = None, quick: bool = False, isolated: bool = True) ->
     if isolated:
         return run_isolated(names, quick=quick)
     return [run_op(n, quick=quick) for n in names]
+
+
+def compiled_sweep(
+    ops: str | None = None, quick: bool = False, every: int = 1, isolated: bool = True
+) -> list[CompiledResult]:
+    """The compiled sweep (:mod:`.compiled`) over OpInfo entries matching ``ops`` (every ``every``-th of them):
+    each eager-passing float32 sample under ``torch.compile(backend="neuron", fullgraph=True)`` against CPU.
+
+    Raises ``ValueError`` if nothing is selected, :class:`~trn_notebook.extras.MissingExtra` (before any
+    work) if ``expecttest`` is not installed.
+    """
+    from trn_notebook.extras import require
+
+    require("expecttest", "the OpInfo sweep (PyTorch's OpInfo database imports it)")
+    from .compiled import run_compiled_op
+    from .isolate import run_isolated
+    from .sweep import select_ops
+
+    names = select_ops(ops if ops else (QUICK_OPS if quick else None))[:: max(1, every)]
+    if not names:
+        raise ValueError(f"no OpInfo entry matches {ops!r}; try a glob such as 'nn.functional.*' or 'add,mul'")
+    if isolated:
+        return run_isolated(names, quick=quick, chunk_size=40, compiled=True)
+    return [run_compiled_op(n, quick=quick) for n in names]
 
 
 def compatibility_table(ops: str | None = None, quick: bool = False) -> pd.DataFrame:

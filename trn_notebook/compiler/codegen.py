@@ -41,12 +41,24 @@ def _resolver(value: Any, slots: dict[str, int]) -> tuple[bool, Any]:
     return False, value
 
 
+def returns_list(fn: Any) -> bool:
+    """Whether ``fn`` (an op's implementation) returns a list of tensors (``unbind``, ``split``): its
+    results are unpacked into the node's outs even when there is only one (``unbind`` of a size-1 dim)."""
+    schema = getattr(fn, "_schema", None)
+    return schema is not None and len(schema.returns) == 1 and str(schema.returns[0].type) == "List[Tensor]"
+
+
 def _make_step(
-    fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], outs: list[int], slots: dict[str, int]
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    outs: list[int],
+    slots: dict[str, int],
+    many: bool = False,
 ) -> Step:
     specs = [_resolver(a, slots) for a in args]
     kw_specs = {k: _resolver(v, slots) for k, v in kwargs.items()}
-    simple = all(dyn is True for dyn, _ in specs) and not kw_specs and len(outs) == 1
+    simple = all(dyn is True for dyn, _ in specs) and not kw_specs and len(outs) == 1 and not many
     if simple and outs[0] >= 0:
         o = outs[0]
         idx = [p for _, p in specs]
@@ -83,7 +95,7 @@ def _make_step(
             return fn(*a, **kw)
         return fn(*a, **const_kw)
 
-    if len(outs) == 1:
+    if len(outs) == 1 and not many:
         o = outs[0]
 
         def step_one(env: Env) -> None:
@@ -128,7 +140,7 @@ class Program:
         for i, n in enumerate(graph.nodes):
             op = get(n.op)
             outs = [slots[o] if o else -1 for o in n.outs]
-            step = _make_step(op.impl, n.args, dict(n.kwargs), outs, slots)
+            step = _make_step(op.impl, n.args, dict(n.kwargs), outs, slots, many=returns_list(op.impl))
             if check_types:
                 step = _checked(step, n, outs)
             plan.append((step, tuple(frees[i])))

@@ -23,6 +23,7 @@ from .codegen import Program
 from .compile_log import LiveRecord, compile_log
 from .ir import Graph
 from .schedule import Schedule
+from .text import constant_outputs
 
 _perf = time.perf_counter
 
@@ -55,6 +56,7 @@ class Executable:
         types = graph.types()
         out_bytes = sum(t.nbytes for o in graph.outputs if o is not None and (t := types.get(o.name)) is not None)
         self.scratch_bytes = max(0, schedule.peak_bytes - out_bytes)
+        self.constant_outputs = constant_outputs(graph)  # Python numbers the graph returns, by position
 
     def __call__(self, args: list[Any]) -> list[Any]:
         t0 = _perf()
@@ -63,7 +65,7 @@ class Executable:
         if not self.on_device:
             outs = self.program(args)
             self._count(_perf() - t0)
-            return outs
+            return self._with_constants(outs)
         hosts = [host_view(a) if isinstance(a, torch.Tensor) and not a.is_cpu else a for a in args]
         scratch = allocator.malloc(self.scratch_bytes) if self.scratch_bytes else None
         try:
@@ -83,7 +85,13 @@ class Executable:
         clocks.launch(self.launch_name, self.device_s, self.host_s, wall, kind="graph", detail=self)
         placement_log.record(self.launch_name, "native", wall, self.device_s)
         self._count(wall)
-        return result
+        return self._with_constants(result)
+
+    def _with_constants(self, outs: list[Any]) -> list[Any]:
+        """``outs`` with the graph's Python-number outputs in their places (``None`` there until now)."""
+        for i, v in self.constant_outputs.items():
+            outs[i] = v
+        return outs
 
     def _count(self, wall: float) -> None:
         compile_log.record_run(self.record, wall)

@@ -3,7 +3,8 @@
 Each supported ATen overload maps to one IR op (``ops.LOWERINGS``); ``getitem`` on multi-result
 ops is resolved into the node's result names; device, layout and pin_memory arguments are
 dropped (the executable decides where bytes live); the user's source line is kept per node.
-Tensor constants (``get_attr``) are lifted into trailing inputs first (:func:`lift_constants`).
+Tensor constants (``get_attr``) are lifted into trailing inputs first (:func:`lift_constants`); Python
+numbers the graph returns are kept in ``meta["constant_outputs"]`` and returned by the executable.
 Anything else raises :class:`LoweringError`, which names the op and says what to do.
 """
 
@@ -22,10 +23,18 @@ from ..device.registry import memory_format_error
 from .ir import DTYPE_NAMES, DType, Graph, IRError, Node, Ref, TensorType
 from .kernel_call import entry_for
 from .ops import LOWERINGS
+from .text import CONSTANT_OUTPUTS, format_constant_outputs
 
 _FRAME_RE = re.compile(r'File "([^"]+)", line (\d+)')
 _DROP_KWARGS = frozenset({"device", "layout", "pin_memory"})
 _SKIP_DIRS = (os.path.dirname(torch.__file__), os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+# User calls that take a memory format themselves: a channels_last request from one of these is the user's own.
+_FORMAT_CALLS = frozenset(
+    {"contiguous", "to", "clone", "empty", "empty_like", "zeros_like", "ones_like", "full_like", "rand_like",
+     "randn_like", "randint_like", "type_as", "new_empty", "empty_strided"}
+)  # fmt: skip
 
 
 class LoweringError(NotImplementedError):
@@ -44,6 +53,19 @@ def user_source(node: torch.fx.Node) -> str:
     except Exception:
         text = f"{filename}:{line}"
     return text.replace("\n", " ").replace("  # ", " # ")
+
+
+def _format_asked_by_user(node: torch.fx.Node) -> bool:
+    """Whether a non-contiguous ``memory_format`` on ``node`` is the user's own request (``x.contiguous(
+    memory_format=...)``, ``.to(...)``, ``empty_like(...)``) rather than one a PyTorch function chose inside
+    its decomposition (``F.interpolate`` and the pooling ops keep a channels_last-strided input's layout).
+    Without dynamo's source record the request counts as the user's (refused)."""
+    stack = node.meta.get("source_fn_stack") or []
+    if not stack:
+        return True
+    fn = stack[-1][1]
+    name = fn if isinstance(fn, str) else getattr(fn, "__name__", "")
+    return name in _FORMAT_CALLS
 
 
 def _type_of(val: Any, what: str) -> TensorType | None:
@@ -92,6 +114,8 @@ class _Lowerer:
             return v
         if isinstance(v, int | float):  # plain Python numbers (numpy scalars and the like normalised)
             return float(v) if isinstance(v, float) else int(v)
+        if isinstance(v, complex):  # complex scalars (the backward of complex mul and polar: ``x * 1j``)
+            return complex(v)
         raise LoweringError(f"{node.target}: argument {v!r} ({type(v).__name__}) cannot be lowered")
 
     def call(self, node: torch.fx.Node) -> Node | None:
@@ -115,15 +139,21 @@ class _Lowerer:
             )
         args = prefix + tuple(self.const(a, node) for a in node.args)
         kwargs = []
+        internal_format = False
         for k, v in node.kwargs.items():
             if k in _DROP_KWARGS:
                 continue
             if k == "memory_format":
                 if v in (torch.contiguous_format, torch.preserve_format, None):
                     continue
-                raise LoweringError(str(memory_format_error(v, str(target).removeprefix("aten."))))
+                if _format_asked_by_user(node):
+                    raise LoweringError(str(memory_format_error(v, str(target).removeprefix("aten."))))
+                internal_format = True  # PyTorch's own layout choice: the device stores it contiguous (same values)
+                continue
             kwargs.append((k, self.const(v, node)))
         val = node.meta.get("val")
+        if internal_format and isinstance(val, torch.Tensor):
+            val = val.contiguous()  # the IR type says what runs: a contiguous result
         if isinstance(val, list | tuple):
             types = tuple(_type_of(v, f"{target}[{i}]") for i, v in enumerate(val))
             outs = tuple(self.fresh() if t is not None else "" for t in types)
@@ -186,6 +216,7 @@ def lower(gm: torch.fx.GraphModule, name: str) -> Graph:
     inputs: list[tuple[str, TensorType]] = []
     nodes: list[Node] = []
     outputs: tuple[Ref | None, ...] = ()
+    consts: dict[int, Any] = {}
     for node in gm.graph.nodes:
         if node.op == "placeholder":
             val = node.meta.get("val")
@@ -203,18 +234,25 @@ def lower(gm: torch.fx.GraphModule, name: str) -> Graph:
             outs = node.args[0]
             outs = outs if isinstance(outs, list | tuple) else (outs,)
             refs: list[Ref | None] = []
-            for o in outs:
+            for i, o in enumerate(outs):
                 if o is None:
                     refs.append(None)
                 elif isinstance(o, torch.fx.Node):
                     got = lw.env[o]
                     refs.append(Ref(got) if isinstance(got, str) and got else None)
+                elif isinstance(o, bool | int | float):  # a Python number the graph returns: the executable adds it
+                    refs.append(None)
+                    consts[i] = o
                 else:
-                    raise LoweringError(f"graph output {o!r} is not a tensor; only tensor outputs compile")
+                    raise LoweringError(
+                        f"graph output {i} is a {type(o).__name__} ({o!r}); a compiled graph returns tensors, "
+                        "None and Python numbers only"
+                    )
             outputs = tuple(refs)
         else:
             raise LoweringError(f"FX node kind {node.op!r} ({node.target}) is not supported by the neuron compiler")
-    g = Graph(name, tuple(inputs), tuple(nodes), outputs)
+    meta = ((CONSTANT_OUTPUTS, format_constant_outputs(consts)),) if consts else ()
+    g = Graph(name, tuple(inputs), tuple(nodes), outputs, meta)
     try:
         from .ir import verify
 

@@ -50,6 +50,9 @@ def format_value(v: Any) -> str:
             return "inf" if v > 0 else "-inf"
         text = repr(v)
         return text if any(c in text for c in ".en") else text + ".0"
+    if isinstance(v, complex):  # complex scalars (complex mul backward: ``x * 1j``), parsed by complex()
+        text = repr(v)
+        return text if text.startswith("(") else f"({text})"
     if isinstance(v, str):
         if "'" in v or "\\" in v or "\n" in v or "#" in v:
             raise IRError(f"string constant {v!r} cannot be printed")
@@ -103,7 +106,11 @@ class _Values:
 
     _TOKEN = re.compile(
         r"\s*(?:(?P<ref>%" + _NAME + r")|(?P<num>-?(?:\d+\.\d*(?:e[-+]?\d+)?|\d+e[-+]?\d+|\d+)(?![\w.]))"
-        r"|(?P<str>'[^'\\\n]*')|(?P<kw>" + _NAME + r")=|(?P<word>-?" + _NAME + r")|(?P<punct>[\[\],]))"
+        r"|(?P<cplx>\([-+0-9.einfa]*j\))|(?P<str>'[^'\\\n]*')|(?P<kw>"
+        + _NAME
+        + r")=|(?P<word>-?"
+        + _NAME
+        + r")|(?P<punct>[\[\],]))"
     )
 
     def __init__(self, text: str) -> None:
@@ -133,6 +140,8 @@ class _Values:
             return Ref(tok[1:])
         if kind == "num":
             return float(tok) if any(c in tok for c in ".e") else int(tok)
+        if kind == "cplx":
+            return complex(tok)
         if kind == "str":
             return tok[1:-1]
         if kind == "word":
@@ -263,3 +272,32 @@ def _split_node(body: str, line: str) -> tuple[str, str, str, int | None, tuple[
 
 def _bad_output(o: Any) -> Ref:
     raise IRError(f"graph output must be a value or None, got {o!r}")
+
+
+# -- Python constants a graph returns ---------------------------------------------------------
+CONSTANT_OUTPUTS = "constant_outputs"  # the graph.meta key: [[position, value], ...]
+
+
+def format_constant_outputs(consts: dict[int, Any]) -> str:
+    """``consts`` (output position -> int/float/bool) as the text of ``meta["constant_outputs"]``."""
+    return format_value([[i, v] for i, v in sorted(consts.items())])
+
+
+def constant_outputs(graph: Graph) -> dict[int, Any]:
+    """The Python constants ``graph`` returns (AOT graphs of ``generate`` return ints such as a cache
+    length), by output position; those positions hold ``None`` in ``graph.outputs``. Raises ``IRError``
+    when the meta entry is malformed (e.g. a hand-edited cache file)."""
+    text = dict(graph.meta).get(CONSTANT_OUTPUTS)
+    if text is None:
+        return {}
+    args, kwargs = _Values(text).arguments()
+    pairs: list[Any] = args[0] if len(args) == 1 and not kwargs and isinstance(args[0], list) else [None]
+    found: dict[int, Any] = {}
+    for pair in pairs:
+        pos, value = pair if isinstance(pair, list) and len(pair) == 2 else (None, None)
+        if type(pos) is not int or not 0 <= pos < len(graph.outputs) or not isinstance(value, int | float):
+            raise IRError(f"graph {graph.name}: bad {CONSTANT_OUTPUTS} entry {text[:60]!r}")
+        if graph.outputs[pos] is not None:
+            raise IRError(f"graph {graph.name}: output {pos} is both a value and a constant")
+        found[pos] = value
+    return found

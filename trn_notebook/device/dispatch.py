@@ -243,7 +243,7 @@ def _run(info: _OpInfo, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
             else:
                 kw[k] = v
         kwargs = kw
-    if foreign and pairs and not info.name.startswith("index"):
+    if foreign and pairs and not info.name.lstrip("_").startswith("index"):  # CPU indices, as on CUDA
         raise _same_device_error(info.name)
     if category == "native" and dtype is not None and dtype not in native:
         if cfg.fallback_only_for_unimplemented:

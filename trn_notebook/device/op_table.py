@@ -52,7 +52,7 @@ RECORDS = (
     op("alias", HOST, ir="alias", kind=VIEW),
     op("as_strided", HOST, ir="as_strided", kind=VIEW),
     op("chunk", HOST),
-    op("_conj", HOST),
+    op("_conj", HOST, ir="conj_physical"),  # compiled: materialised (complex mul backward), never a lazy conj bit
     op("detach", HOST),  # torch's Core ATen decompositions: alias
     op("diagonal", HOST, ir="diagonal", kind=VIEW),
     op("expand", HOST, ir="expand", kind=VIEW),
@@ -91,12 +91,12 @@ RECORDS = (
     op("_unsafe_view", HOST),
     op("unsqueeze", HOST, ir="unsqueeze", kind=VIEW),
     op("view", HOST, ir="view", kind=VIEW),
-    op("view_as_complex", HOST),
-    op("view_as_real", HOST),
+    op("view_as_complex", HOST, ir="view_as_complex", kind=VIEW),  # rotary embeddings in complex form (DeepSeek-V2)
+    op("view_as_real", HOST, ir="view_as_real", kind=VIEW),
     # -- native kernels that are neither pointwise nor reductions by tag ---------------------------
     op("_adaptive_avg_pool2d", NATIVE, ir="adaptive_avg_pool2d", kind=LIBRARY),
     op("_adaptive_avg_pool2d_backward", NATIVE, ir="adaptive_avg_pool2d_backward", kind=LIBRARY),
-    op("adaptive_max_pool2d", NATIVE),
+    op("adaptive_max_pool2d", NATIVE, direct=("default",)),  # direct: see the upsample records below
     op("addbmm", NATIVE, flops=MATMUL, autocast=LOWER),
     op("addmm", NATIVE, flops=MATMUL, autocast=LOWER, direct=("default",), ir="addmm", kind=MATMUL_K),
     op("_addmm_activation", NATIVE, flops=MATMUL),
@@ -105,8 +105,8 @@ RECORDS = (
     op("_amp_foreach_non_finite_check_and_unscale", NATIVE),
     op("_amp_update_scale", NATIVE),
     op("arange", NATIVE, ir="arange", over="*", kind=FACTORY),
-    op("avg_pool2d", NATIVE, ir="avg_pool2d", kind=LIBRARY),
-    op("avg_pool2d_backward", NATIVE, ir="avg_pool2d_backward", kind=LIBRARY),
+    op("avg_pool2d", NATIVE, direct=("default",), ir="avg_pool2d", kind=LIBRARY),
+    op("avg_pool2d_backward", NATIVE, direct=("default",), ir="avg_pool2d_backward", kind=LIBRARY),
     op("baddbmm", NATIVE, flops=MATMUL, autocast=LOWER, ir="baddbmm", kind=MATMUL_K),
     op("bmm", NATIVE, flops=MATMUL, autocast=LOWER, direct=("default",), ir="bmm", kind=MATMUL_K),
     op("cat", NATIVE, direct=("default",), ir="cat", kind=COPY),
@@ -166,8 +166,15 @@ RECORDS = (
     op("masked_fill", NATIVE, direct=("Scalar",), ir="masked_fill", over="*", kind=POINTWISE),
     op("masked_scatter", NATIVE),
     op("matmul", NATIVE, flops=MATMUL, autocast=LOWER),
-    op("max_pool2d_with_indices", NATIVE, ir="max_pool2d", kind=LIBRARY),
-    op("max_pool2d_with_indices_backward", NATIVE, ir="max_pool2d_backward", kind=LIBRARY, i64_index=True),
+    op("max_pool2d_with_indices", NATIVE, direct=("default",), ir="max_pool2d", kind=LIBRARY),
+    op(
+        "max_pool2d_with_indices_backward",
+        NATIVE,
+        direct=("default",),
+        ir="max_pool2d_backward",
+        kind=LIBRARY,
+        i64_index=True,
+    ),
     op("mm", NATIVE, flops=MATMUL, autocast=LOWER, direct=("default",), ir="mm", kind=MATMUL_K),
     op("mse_loss", NATIVE, autocast=FP32, direct=("default",), ir="mse_loss", kind=LIBRARY),
     op("mse_loss_backward", NATIVE, ir="mse_loss_backward", kind=LIBRARY),
@@ -227,8 +234,8 @@ RECORDS = (
     op("topk", NATIVE, ir="topk", kind=LIBRARY, host_flops=SORT),
     op("tril", NATIVE, ir="tril", kind=LIBRARY),
     op("triu", NATIVE, ir="triu", kind=LIBRARY),
-    op("upsample_bilinear2d", NATIVE),
-    op("upsample_nearest2d", NATIVE),
+    op("upsample_bilinear2d", NATIVE, direct=("default",)),  # direct: see the upsample records below
+    op("upsample_nearest2d", NATIVE, direct=("default",)),
     op("vdot", NATIVE),
     op("_weight_norm_interface", NATIVE, ir="weight_norm", kind=LIBRARY),  # nn.utils.weight_norm (Wav2Vec2)
     op("_weight_norm_interface_backward", NATIVE, ir="weight_norm_backward", kind=LIBRARY),
@@ -301,6 +308,7 @@ RECORDS = (
     # -- category from the op's tags: pointwise/reductions, IR-only ops, composites under autocast ---
     op("abs", ir="abs", kind=POINTWISE),
     op("acos", ir="acos", kind=POINTWISE, trans=True),
+    op("adaptive_max_pool2d_backward", direct=("default",)),
     op("add", direct=("Tensor", "Scalar"), ir="add", over="*", kind=POINTWISE),
     op("add_", direct=("Tensor",)),
     op("addcdiv", ir="addcdiv", kind=POINTWISE),
@@ -330,6 +338,7 @@ RECORDS = (
     op("conv3d", autocast=LOWER),
     op("convert_element_type", ir="convert_element_type", kind=POINTWISE, ns="prims"),
     op("_convolution", flops=CONV, autocast=LOWER),
+    op("conj_physical", ir="conj_physical", kind=POINTWISE),
     op("cos", ir="cos", kind=POINTWISE, trans=True),
     op("cosh", ir="cosh", kind=POINTWISE, trans=True),
     op("cosine_similarity", autocast=FP32),
@@ -391,6 +400,7 @@ RECORDS = (
     op("neg", direct=("default",), ir="neg", kind=POINTWISE),
     op("nll_loss", autocast=FP32),
     op("norm", autocast=FP32, autocast_overload="Scalar"),
+    op("polar", ir="polar", kind=POINTWISE, trans=True),  # DeepSeek-V2's rotary frequencies: abs·(cos, sin)
     op(
         "pow",
         autocast=FP32,
@@ -436,6 +446,14 @@ RECORDS = (
     op("tan", ir="tan", kind=POINTWISE, trans=True),
     op("tanh", direct=("default",), ir="tanh", kind=POINTWISE, trans=True),
     op("trunc", ir="trunc", kind=POINTWISE),
+    # direct kernels: PyTorch's functional wrapper of these structured ops asks empty() for channels_last when
+    # the input is a channels_last-strided view (e.g. a permuted NHWC tensor: BEiT's position-bias interpolation)
+    op("upsample_bicubic2d", direct=("default",)),
+    op("upsample_bicubic2d_backward", direct=("default",)),
+    op("_upsample_bilinear2d_aa", direct=("default",)),
+    op("upsample_bilinear2d_backward", direct=("default",)),
+    op("_upsample_nearest_exact2d", direct=("default",)),
+    op("upsample_nearest2d_backward", direct=("default",)),
     op("var", ir="var", over=("correction",), kind=REDUCTION),
     op("var_mean", ir="var_mean", over=("correction",), kind=REDUCTION),
     # -- host algorithms reached only through an override or a composite: category from tags, host cost here --
