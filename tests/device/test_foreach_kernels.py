@@ -7,7 +7,7 @@ from collections.abc import Callable
 import pytest
 import torch
 
-import trn_notebook  # noqa: F401
+import trn_notebook
 from trn_notebook.device.placement import placement_log
 
 MAKERS: dict[str, Callable[[list[torch.nn.Parameter]], torch.optim.Optimizer]] = {
