@@ -11,7 +11,9 @@ roofline on the host CPU), never a measured wall time: one meaning of "modeled" 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -115,6 +117,30 @@ def kernel_terms(chip: ChipSpec, flops: float, nbytes: float, dtype: torch.dtype
     whether a kernel's time is compute or weight/KV reads."""
     peak, bandwidth = roofline_rates(chip, dtype)
     return flops / peak, nbytes / bandwidth
+
+
+def foreach_seconds(chip: ChipSpec, dtype: torch.dtype, args: Sequence[Any], outs: Sequence[Any] | None) -> float:
+    """Device time of one fused foreach launch, without launch cost: the sum over the list of each
+    element's pointwise roofline (as the per-tensor op would charge it: ~one op per element of the larger
+    side, reading element ``i`` of every tensor list plus the tensor arguments, writing ``outs[i]``, or the
+    first list for an in-place foreach when ``outs`` is ``None``)."""
+    lists = [a for a in args if isinstance(a, list | tuple) and a and isinstance(a[0], torch.Tensor)]
+    if not lists:
+        return 0.0
+    shared = sum(a.nbytes for a in args if isinstance(a, torch.Tensor) and not a.is_cpu)
+    written = outs if outs is not None else lists[0]
+    peak, bandwidth = roofline_rates(chip, dtype)
+    itemsize = dtype.itemsize
+    total = 0.0
+    for i, out in enumerate(written):
+        read = shared
+        for tensors in lists:
+            read += tensors[i].nbytes
+        wrote = out.nbytes if isinstance(out, torch.Tensor) else 0
+        compute = (read if read > wrote else wrote) / itemsize / peak
+        memory = (read + wrote) / bandwidth
+        total += compute if compute > memory else memory
+    return total
 
 
 def transfer_seconds(nbytes: float) -> float:

@@ -30,7 +30,7 @@ from .op_table import RNG as EXPECTED_ON_HOST  # by design on the host: explaine
 from .placement import placement_log, user_frame
 from .policy import REJECTED_DTYPES, policy
 from .registry import NATIVE_MEMORY_FORMATS, memory_format_error
-from .runtime import cached_host_view, forget_host_views, host_view, rebind, state, wrap
+from .runtime import cached_host_view, check_representable, forget_host_views, host_view, rebind, state, wrap
 
 _perf = time.perf_counter
 _Tensor = torch.Tensor
@@ -56,6 +56,7 @@ class _OpInfo:
         "category",
         "dtypes",
         "flops",
+        "foreach",
         "mutable",
         "name",
         "number_args",
@@ -76,6 +77,7 @@ class _OpInfo:
         self.reason = rule.reason
         self.dtypes = rule.dtypes  # "can run here": other dtypes fall back
         self.flops = rule.flops
+        self.foreach = name.startswith("_foreach_")  # one fused launch over its lists (costmodel.foreach_seconds)
         self.mutable = any(a.alias_info is not None and a.alias_info.is_write for a in schema.arguments)
         # a view op: host_only, returns one read-only alias of its first argument (view, as_strided, t …)
         first = schema.arguments[0] if schema.arguments else None
@@ -286,7 +288,7 @@ def _run(info: _OpInfo, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         result = _to_device(out, pairs)
     if state.accounting:
         if category == "native":
-            _account_native(info, result, pairs, in_bytes, dtype, _perf() - t0)
+            _account_native(info, result, pairs, in_bytes, dtype, _perf() - t0, args if info.foreach else None)
         else:
             _account_host(info, category, result, pairs, in_bytes, dtype, _perf() - t0)
     return result
@@ -358,26 +360,12 @@ def _to_device(out: Any, pairs: list[tuple[torch.Tensor, torch.Tensor]]) -> Any:
             if out is h:
                 return n
         if out.is_cpu:
-            _check_representable(out)
+            check_representable(out)
             return wrap(out)
         return out
     if isinstance(out, tuple | list):
         return type(out)(_to_device(o, pairs) for o in out)
     return out
-
-
-def _check_representable(out: torch.Tensor) -> None:
-    """Raise ``NotImplementedError`` with the fix for a host result the device cannot hold (quantized, MKL-DNN)."""
-    if out.is_quantized:
-        raise NotImplementedError(
-            f"neuron holds no quantized tensors (this result is {out.dtype}, PyTorch's eager quantization runs on "
-            "the CPU): quantize on the CPU with torch.quantize_per_tensor(x.cpu(), ...), or keep the model in "
-            "bfloat16 on the device"
-        )
-    if out.layout == torch._mkldnn:  # type: ignore[attr-defined]
-        raise NotImplementedError(
-            "neuron holds no MKL-DNN (oneDNN) tensors; to_mkldnn() is a CPU layout: call x.cpu().to_mkldnn()"
-        )
 
 
 def _out_tensors(result: Any) -> list[torch.Tensor]:
@@ -395,28 +383,15 @@ def _account_native(
     in_bytes: int,
     dtype: torch.dtype | None,
     wall_s: float,
+    foreach_args: tuple[Any, ...] | None = None,
 ) -> None:
-    """Charge a native op: its roofline device time plus launch on the clocks, one call in the placement log."""
-    if type(result) is _Tensor:  # one result: no list to build
-        outs = None
-        out_bytes = result.nbytes
-    else:
-        outs = _out_tensors(result)
-        out_bytes = 0
-        for o in outs:
-            out_bytes += o.nbytes
+    """Charge a native op: its roofline device time plus launch on the clocks, one call in the placement log
+    (a foreach op: one launch whose device time is the sum over its lists, ``foreach_args`` its arguments)."""
     dt = dtype or torch.float32
-    if info.flops is not None:  # the op's cost function from its record (matmul-class)
-        out_numel = 0
-        for o in outs if outs is not None else (result,):
-            out_numel += o.numel()
-        flops = info.flops([n.shape for _, n in pairs], out_numel)
-    else:  # pointwise/reduction: ~one op per element of the larger side
-        flops = (in_bytes if in_bytes > out_bytes else out_bytes) / dt.itemsize
-    peak, bandwidth = costmodel.roofline_rates(state.chip, dt)  # costmodel.roofline_seconds, inlined
-    compute = flops / peak
-    memory = (in_bytes + out_bytes) / bandwidth
-    device_s = compute if compute > memory else memory
+    if foreach_args is not None:
+        device_s = costmodel.foreach_seconds(state.chip, dt, foreach_args, result if isinstance(result, list) else None)
+    else:
+        device_s = _native_seconds(info, result, pairs, in_bytes, dt)
     consts = costmodel._constants
     cfg = _config._current
     st = clocks.state
@@ -436,6 +411,31 @@ def _account_native(
     placement_log.record(name, "native", wall_s, device_s)
     if cfg.launch_blocking:
         clocks.sync("NEURON_LAUNCH_BLOCKING=1")
+
+
+def _native_seconds(
+    info: _OpInfo, result: Any, pairs: list[tuple[torch.Tensor, torch.Tensor]], in_bytes: int, dt: torch.dtype
+) -> float:
+    """Roofline device time of one (non-foreach) native op, without launch."""
+    if type(result) is _Tensor:  # one result: no list to build
+        outs = None
+        out_bytes = result.nbytes
+    else:
+        outs = _out_tensors(result)
+        out_bytes = 0
+        for o in outs:
+            out_bytes += o.nbytes
+    if info.flops is not None:  # the op's cost function from its record (matmul-class)
+        out_numel = 0
+        for o in outs if outs is not None else (result,):
+            out_numel += o.numel()
+        flops = info.flops([n.shape for _, n in pairs], out_numel)
+    else:  # pointwise/reduction: ~one op per element of the larger side
+        flops = (in_bytes if in_bytes > out_bytes else out_bytes) / dt.itemsize
+    peak, bandwidth = costmodel.roofline_rates(state.chip, dt)  # costmodel.roofline_seconds, inlined
+    compute = flops / peak
+    memory = (in_bytes + out_bytes) / bandwidth
+    return compute if compute > memory else memory
 
 
 def _account_host(

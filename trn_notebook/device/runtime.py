@@ -264,3 +264,17 @@ def empty(size: tuple[int, ...] | list[int], dtype: torch.dtype, stride: tuple[i
 def live_storages() -> int:
     """Number of live neuron storages with bytes."""
     return len(_owners)
+
+
+def check_representable(out: torch.Tensor) -> None:
+    """Raise ``NotImplementedError`` with the fix for a host result the device cannot hold (quantized, MKL-DNN)."""
+    if out.is_quantized:
+        raise NotImplementedError(
+            f"neuron holds no quantized tensors (this result is {out.dtype}, PyTorch's eager quantization runs on "
+            "the CPU): quantize on the CPU with torch.quantize_per_tensor(x.cpu(), ...), or keep the model in "
+            "bfloat16 on the device"
+        )
+    if out.layout == torch._mkldnn:  # type: ignore[attr-defined]
+        raise NotImplementedError(
+            "neuron holds no MKL-DNN (oneDNN) tensors; to_mkldnn() is a CPU layout: call x.cpu().to_mkldnn()"
+        )
