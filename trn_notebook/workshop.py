@@ -30,7 +30,7 @@ def workshop_dir() -> Path:
     )
 
 
-WORKSHOP_DOCS = ("SECURITY.md", "nki-subset.md")
+WORKSHOP_DOCS = ("SECURITY.md", "nki-subset.md", "fidelity.md", "numerics.md")
 """The repository documents the notebooks name (``docs/...``): they ship in the wheel beside the notebooks
 (``trn_notebook/examples/docs/``) and every copied workshop gets them in ``docs/``."""
 

@@ -14,6 +14,7 @@ Catalogue (issue 14):
 
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
 import sys
@@ -171,7 +172,7 @@ def test_report_of_a_model_on_the_device_needs_no_second_device_copy(fresh_devic
     allocator.capacity = allocator.counters.reserved + 6 * MiB  # room for activations, not for a copy
     rep = report(model, x, runs=2)
     numerics = rep.rows()[1][1]
-    assert numerics.startswith("PASS"), numerics
+    assert "FP32 check within tolerance" in numerics, numerics  # measured on the user's device model, no copy
     assert all(p.device.type == "neuron" for p in model.parameters()) and model.training
 
 
@@ -179,6 +180,7 @@ def test_report_says_when_a_stage_could_not_run_for_memory(fresh_device):
     from trn_notebook.migration import report
 
     model = _Wide()
+    gc.collect()  # tensors of earlier tests held in cycles would leave free room inside live segments
     torch.neuron.empty_cache()
     allocator.capacity = allocator.counters.reserved + 2 * MiB  # the model cannot even move there
     rep = report(model, torch.randn(4, 512), runs=2)

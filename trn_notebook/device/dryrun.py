@@ -14,6 +14,7 @@ figures, ``reset()`` forgets them.
 from __future__ import annotations
 
 import threading
+import warnings
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
@@ -99,6 +100,11 @@ class DrySession:
         self.modules.install()
         for types in _foreach_type_lists():
             types.append(FakeTensor)
+        # transformers' own "is this tensor traced?" test reads a FakeTensor's data pointer (masking_utils), which
+        # torch warns about; that probe is harmless and expected here, so the dry run does not pass it on
+        self._warnings = warnings.catch_warnings()
+        self._warnings.__enter__()
+        warnings.filterwarnings("ignore", message="Accessing the data pointer of FakeTensor", category=UserWarning)
         self.fake_mode.__enter__()
         self.mode.__enter__()
         return self
@@ -110,6 +116,7 @@ class DrySession:
             self.mode.__exit__(tp, exc, tb)
         finally:
             self.fake_mode.__exit__(tp, exc, tb)
+            self._warnings.__exit__(None, None, None)
             self.modules.restore()  # models built outside and moved in get their real tensors back
             for types in _foreach_type_lists():
                 types.remove(FakeTensor)

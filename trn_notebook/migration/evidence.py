@@ -145,13 +145,14 @@ def _numerics(model: torch.nn.Module, dev_model: torch.nn.Module, inputs: tuple[
 def three_way_facts(comparison: Any, origin: str) -> dict[str, Any]:
     """The report's facts of one :class:`~trn_notebook.numerics_compare.NumericsComparison` (``origin``: who ran it)."""
     policy = comparison.policy
+    hw = comparison.hardware
     return {
         "model": comparison.model,
         "origin": origin,
-        "mode": policy.mode,
-        "policy": policy.label(),
-        "sourced": [item for item, _ in policy.sourced()],
-        "assumed": list(policy.assumed()),
+        "mode": comparison.mode,
+        "policy": f"Trainium hardware ({hw}): the device's own numerics" if hw else policy.label(),
+        "sourced": [] if hw else [item for item, _ in policy.sourced()],
+        "assumed": [] if hw else list(policy.assumed()),
         "threshold": comparison.threshold,
         "passed": comparison.passed,
         "acceptable": comparison.acceptable,

@@ -32,6 +32,8 @@ def _ms(seconds: float | None) -> str:
 
 def _cold(startup: dict[str, Any]) -> str:
     """The cold-compile clause: the session's cold compiles, or why there were none (all from a cache)."""
+    if startup["cold_compile_s"] is not None and startup.get("wall_label") == "Trainium hardware":
+        return f"cold compile {fmt_s(startup['cold_compile_s'])} (measured: the Neuron compiler on this instance)"
     if startup["cold_compile_s"] is not None:
         return f"cold compile {fmt_compile(startup['cold_compile_s'], startup.get('modeled_neuron_compile_s'))}"
     return (
@@ -84,14 +86,15 @@ def acceptable_row(ev: Evidence) -> str:
             "(trn_notebook.compare_numerics(model, inputs, numerics={'mode': 'trainium'}) or %trn numerics)"
         )
         return f"{head}. {_plumbing(ev)}"
-    if t["mode"] != "trainium":
+    if t["mode"] not in ("trainium", "hardware"):
         head = f"NOT JUDGED on {t['mode']} numerics: {EXACT_NOTE} ({t['origin']}, {t['modules']} module outputs)"
     else:
         head = f"{'PASS' if t['acceptable'] else 'FAIL'} ({t['origin']}): {t['verdict']}"
     policy = f"numerics mode: {t['policy']}"
     if t["sourced"]:
         policy += f"; sourced ({len(t['sourced'])}): {'; '.join(t['sourced'])}"
-    policy += f"; assumed: {'; '.join(t['assumed'])}"
+    if t["assumed"]:
+        policy += f"; assumed: {'; '.join(t['assumed'])}"
     return f"{head}. {policy}. {_plumbing(ev)}"
 
 

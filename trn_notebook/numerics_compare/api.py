@@ -158,9 +158,18 @@ def compare_numerics(
         generation=gen,
         wall_s=time.perf_counter() - t0,
         notes=notes,
+        hardware=_hardware_name(),
     )
     _last[:] = [result]
     return result
+
+
+def _hardware_name() -> str:
+    """The live backend's name when ``neuron`` is real Trainium (TorchNeuron), else ``""`` (the simulator)."""
+    from ..backends import current
+
+    backend = current()
+    return "" if backend.is_simulator else backend.name
 
 
 def _compiled(dev_model: torch.nn.Module, runner: Any, fp32: Capture, bf16: Capture) -> Any:

@@ -51,6 +51,7 @@ class NumericsComparison(Result):
     generation: GenerationCheck | None = None
     wall_s: float = 0.0
     notes: list[str] = field(default_factory=list)
+    hardware: str = ""  # the live backend's name when the neuron run was real Trainium (TorchNeuron), else ""
 
     def __post_init__(self) -> None:
         self.table = pd.DataFrame(
@@ -76,8 +77,13 @@ class NumericsComparison(Result):
 
     @property
     def mode(self) -> str:
-        """The numerics mode the neuron run used (``exact`` or ``trainium``)."""
-        return str(self.policy.mode)
+        """The numerics the neuron run used: ``hardware`` (real Trainium), else the policy's ``exact``/``trainium``."""
+        return "hardware" if self.hardware else str(self.policy.mode)
+
+    @property
+    def judged(self) -> bool:
+        """Whether the neuron run stands for Trainium's numerics (hardware, or the trainium policy)."""
+        return self.mode in ("trainium", "hardware")
 
     @property
     def passed(self) -> bool:
@@ -91,8 +97,8 @@ class NumericsComparison(Result):
 
     @property
     def acceptable(self) -> bool:
-        """``passed`` under the trainium policy; never True in exact mode (that proves plumbing only)."""
-        return self.passed and self.mode == "trainium"
+        """``passed`` on hardware or under the trainium policy; never True in exact mode (that proves plumbing only)."""
+        return self.passed and self.judged
 
     def verdict(self) -> str:
         """One sentence: passes / where it first crosses, with the mode's caveat."""
@@ -110,7 +116,7 @@ class NumericsComparison(Result):
             )
         else:
             line = f"PASS: every module below {self.threshold:g} (L-inf and L2)"
-        if self.mode != "trainium":
+        if not self.judged:
             line += f" — {EXACT_NOTE}"
         return line
 
@@ -119,9 +125,10 @@ class NumericsComparison(Result):
         p = self.policy
         fields: list[tuple[str, object]] = [
             ("model", self.model),
-            ("numerics", p.label()),
-            ("policy sourced", f"{len(p.sourced())} documented items (docs/numerics.md)"),
-            ("policy assumed", "; ".join(p.assumed())),
+            ("numerics", f"Trainium hardware ({self.hardware})" if self.hardware else p.label()),
+            ("policy sourced", "n/a: the hardware's own numerics" if self.hardware else
+             f"{len(p.sourced())} documented items (docs/numerics.md)"),
+            ("policy assumed", "none: the hardware's own numerics" if self.hardware else "; ".join(p.assumed())),
             ("criterion", f"AWS ratio |neuron - FP32| / |CPU BF16 - FP32| < {self.threshold:g} ({RATIO_SOURCE})"),
             ("verdict", self.verdict()),
         ]
@@ -197,6 +204,6 @@ class NumericsComparison(Result):
                 max_rows=60,
             )
         )
-        if self.mode != "trainium":
+        if not self.judged:
             parts.append(Message(EXACT_NOTE, "warning"))
         return parts
