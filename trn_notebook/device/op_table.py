@@ -478,39 +478,13 @@ RECORDS = (
     *(
         op(name, host_flops=CUBIC)
         for name in (
-            "_linalg_check_errors",
-            "_linalg_eigvals",
-            "linalg__powsum",
-            "linalg_cholesky",
-            "linalg_cond",
-            "linalg_cross",
-            "linalg_det",
-            "linalg_diagonal",
-            "linalg_eigh",
-            "linalg_eigvals",
-            "linalg_eigvalsh",
-            "linalg_inv",
-            "linalg_ldl_factor",
-            "linalg_ldl_solve",
-            "linalg_lu",
-            "linalg_lu_factor",
-            "linalg_lu_solve",
-            "linalg_matmul",
-            "linalg_matrix_norm",
-            "linalg_matrix_power",
-            "linalg_multi_dot",
-            "linalg_norm",
-            "linalg_slogdet",
-            "linalg_solve",
-            "linalg_solve_ex",
-            "linalg_svd",
-            "linalg_svdvals",
-            "linalg_tensorinv",
-            "linalg_tensorsolve",
-            "linalg_vander",
-            "linalg_vecdot",
-            "linalg_vector_norm",
-        )
+            "_linalg_check_errors _linalg_eigvals linalg__powsum linalg_cholesky linalg_cond linalg_cross "
+            "linalg_det linalg_diagonal linalg_eigh linalg_eigvals linalg_eigvalsh linalg_inv linalg_ldl_factor "
+            "linalg_ldl_solve linalg_lu linalg_lu_factor linalg_lu_solve linalg_matmul linalg_matrix_norm "
+            "linalg_matrix_power linalg_multi_dot linalg_norm linalg_slogdet linalg_solve linalg_solve_ex "
+            "linalg_svd linalg_svdvals linalg_tensorinv linalg_tensorsolve linalg_vander linalg_vecdot "
+            "linalg_vector_norm"
+        ).split()
     ),
     *ACCELERATOR_ONLY,
 )

@@ -126,8 +126,12 @@ class NumericsComparison(Result):
         fields: list[tuple[str, object]] = [
             ("model", self.model),
             ("numerics", f"Trainium hardware ({self.hardware})" if self.hardware else p.label()),
-            ("policy sourced", "n/a: the hardware's own numerics" if self.hardware else
-             f"{len(p.sourced())} documented items (docs/numerics.md)"),
+            (
+                "policy sourced",
+                "n/a: the hardware's own numerics"
+                if self.hardware
+                else f"{len(p.sourced())} documented items (docs/numerics.md)",
+            ),
             ("policy assumed", "none: the hardware's own numerics" if self.hardware else "; ".join(p.assumed())),
             ("criterion", f"AWS ratio |neuron - FP32| / |CPU BF16 - FP32| < {self.threshold:g} ({RATIO_SOURCE})"),
             ("verdict", self.verdict()),
