@@ -477,7 +477,7 @@ RECORDS = (
     *(op(name, host_flops=SORT) for name in ("argsort", "msort", "unique_dim_consecutive")),
     *(
         op(name, host_flops=CUBIC)
-        for name in (
+        for name in (  # noqa: SIM905 (a name list, read as words)
             "_linalg_check_errors _linalg_eigvals linalg__powsum linalg_cholesky linalg_cond linalg_cross "
             "linalg_det linalg_diagonal linalg_eigh linalg_eigvals linalg_eigvalsh linalg_inv linalg_ldl_factor "
             "linalg_ldl_solve linalg_lu linalg_lu_factor linalg_lu_solve linalg_matmul linalg_matrix_norm "
