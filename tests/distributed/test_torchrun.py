@@ -28,6 +28,7 @@ dist.destroy_process_group()
 # as a user writes it for a CPU machine: no backend argument, no trn_notebook import. The device is the
 # script's only argument, so the CPU run never touches neuron.
 DDP_TUTORIAL = """
+import os
 import sys
 
 import torch
@@ -64,7 +65,9 @@ def demo_basic(device):
     loss_fn(outputs, labels).backward()
     optimizer.step()
     weights = model.net2.weight.detach().cpu().flatten().tolist()
-    print(f"rank {rank} on {outputs.device.type} weights {weights}", flush=True)
+    # one write() of the whole line (< PIPE_BUF, so atomic): the two ranks share the pipe, and print()'s text and
+    # newline can interleave with the other rank's (seen in CI: rank 1's line landed inside rank 0's)
+    os.write(1, f"rank {rank} on {outputs.device.type} weights {weights}\\n".encode())
     dist.destroy_process_group()
     print(f"Finished running basic DDP example on rank {rank}.")
 

@@ -320,7 +320,8 @@ class DryMode(TorchDispatchMode):
                 self.tracker.retrack(n)
         if state.accounting:
             if category == "native":
-                _d._account_native(info, result, pairs, in_bytes, dtype, _perf() - t0)
+                # a foreach op: one launch over its lists, as the real kernel charges it (costmodel.foreach_seconds)
+                _d._account_native(info, result, pairs, in_bytes, dtype, _perf() - t0, args if info.foreach else None)
             else:
                 _d._account_host(info, category, result, pairs, in_bytes, dtype, _perf() - t0)
         return result
