@@ -251,7 +251,7 @@ def serve_estimate(
             "which this estimate does not model; set batch >= concurrency"
         )
     pol = _policy(buckets, prompts)
-    per_request = np.asarray([pol.bucket_for(int(p)) for p in prompts], dtype=np.int64)
+    per_request: np.ndarray = np.asarray([pol.bucket_for(int(p)) for p in prompts], dtype=np.int64)
     used = sorted({int(b) for b in per_request})
     out_mean = round(float(outputs.mean()))
     context = decode_context or int(prompts.mean()) + out_mean // 2
