@@ -8,6 +8,7 @@ import json
 import shlex
 import sys
 import time
+from typing import Any
 
 from ..extras import MissingExtra
 from .api import sweep
@@ -49,14 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"failing float32 {title} samples:")
         for reason, n in reasons[:40]:
             print(f"  {n:6d}  {reason}")
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as fh:
-            json.dump([r.to_json() for r in results], fh, indent=1)
-    if args.out:
-        command = "python -m trn_notebook.compat " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
-        with open(args.out, "w", encoding="utf-8") as fh:
-            fh.write(to_markdown(results, command.strip()))
-        print(f"wrote {args.out}")
+    _write_outputs(args, argv, results, to_markdown)
     return 1 if s.crashes else 0
 
 
@@ -78,15 +72,20 @@ def _compiled(args: argparse.Namespace, parser: argparse.ArgumentParser, argv: l
         print(line)
     for reason, _ in s.reasons:
         print(f"  {reason}")
+    _write_outputs(args, argv, results, compiled_markdown)
+    return 0
+
+
+def _write_outputs(args: argparse.Namespace, argv: list[str] | None, results: Any, markdown: Any) -> None:
+    """Write ``--json`` (every result) and ``--out`` (``markdown(results, command)``) when asked."""
     if args.json:
         with open(args.json, "w", encoding="utf-8") as fh:
             json.dump([r.to_json() for r in results], fh, indent=1)
     if args.out:
         command = "python -m trn_notebook.compat " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
         with open(args.out, "w", encoding="utf-8") as fh:
-            fh.write(compiled_markdown(results, command.strip()))
+            fh.write(markdown(results, command.strip()))
         print(f"wrote {args.out}")
-    return 0
 
 
 if __name__ == "__main__":
