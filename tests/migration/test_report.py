@@ -115,3 +115,11 @@ def test_each_view_escapes_for_its_own_format_and_the_text_view_not_at_all(fresh
     assert torch.__version__.replace("+", "\\+") in md and "trn\\_notebook" in md and "&lt;b&gt;x\\_y" in md
     assert "<b>x_y</b>" not in md and "<b>x_y</b>" not in html and "&lt;b&gt;x_y&lt;/b&gt;" in html
     assert "torch&gt;=2.13,&lt;2.15" in html and "\\+" not in html
+
+
+def test_markdown_view_carries_the_notes_the_other_views_show(fresh_device):
+    rep = MigrationReport(report().evidence, notes=["check <this> before_shipping"])
+    md, text, html = rep.to_markdown(), rep.text(), rep._repr_html_()
+    assert "note: check <this> before_shipping" in text
+    assert "Note: check &lt;this&gt; before\\_shipping" in md and "<this>" not in md
+    assert "check &lt;this&gt; before_shipping" in html

@@ -210,7 +210,7 @@ class MigrationReport(Result):
         return [(q, a, amb) for (q, _, amb), a in zip(self.QUESTIONS, answers)]
 
     def to_markdown(self) -> str:
-        """The report as a Markdown table."""
+        """The report as a Markdown table, followed by its notes (each escaped for Markdown)."""
         lines = [
             "# Migration evidence report",
             "",
@@ -219,6 +219,8 @@ class MigrationReport(Result):
         ]
         for q, a, amb in self.rows():
             lines.append(f"| {md_escape(q)} | {md_escape(a)} | {md_escape(amb)} |")
+        if self.notes:  # the same notes the text and HTML views carry
+            lines += [""] + [f"Note: {md_escape(n)}" for n in self.notes]
         return "\n".join(lines) + "\n"
 
     def save(self, path: str | Path) -> Path:
