@@ -113,3 +113,22 @@ def test_neuron_config_modes_select_lanes():
     assert not any(e["ph"] == "C" for e in result.trace["traceEvents"] if e.get("pid") == PID)
     with pytest.raises(TypeError, match="ProfileMode"):
         NeuronConfig(modes=("device",))  # type: ignore[arg-type]
+
+
+def test_a_compile_inside_the_window_carries_the_modeled_neuron_compile_beside_its_wall_time(tmp_path):
+    # Issue 26: every place a compile appears shows the modeled Neuron compile beside our measured one.
+    from trn_notebook.compiler.compile_log import compile_log
+    from trn_notebook.compiler.compile_time import record_compile_s
+
+    fn = torch.compile(lambda a: torch.tanh(a @ a) + 1, backend="neuron")
+    x = torch.randn(16, 16).to("neuron")
+    with trn_notebook.profile(save=tmp_path / "c.json") as result:
+        fn(x)
+    record = compile_log.snapshot()[-1]
+    modeled = record_compile_s(record)
+    assert modeled is not None and modeled > 0
+    s = why_slow(tmp_path / "c.json")
+    row = s.compiles.iloc[-1]
+    assert row.graph == record.graph_name and row.modeled_neuron_compile_s == pytest.approx(modeled)
+    line = next(f for f in result.summary().findings if f.startswith("Compile: "))
+    assert "measured (simulator)" in line and "modeled Neuron compile" in line and "n/a" not in line

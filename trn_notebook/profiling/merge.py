@@ -144,11 +144,12 @@ def _modeled_events(
     frames = session.frames
     # compile stalls: placed at the modeled host time of the first record after they started
     rec_walls = [r[WALL_NS] for r in session.records]
-    for (t_perf, secs, graph, cache), before in zip(compiles, cum):
+    for (t_perf, secs, graph, cache, modeled), before in zip(compiles, cum):
         j = bisect.bisect_left(rec_walls, t_perf)
         host = session.records[j][HOST] - session.records[j][DUR] if j < len(rec_walls) else _last_host(session)
         ts = anchor + (host - m0 + before) * 1e6
-        out.append(_x("compile", f"compile {graph}", ts, secs * 1e6, {"graph": graph, "cache": cache, "wall_s": secs}))
+        facts = {"graph": graph, "cache": cache, "wall_s": secs, "modeled_neuron_compile_s": modeled}
+        out.append(_x("compile", f"compile {graph}", ts, secs * 1e6, facts))
     prev_host = m0
     run_start = None
     run_n = 0

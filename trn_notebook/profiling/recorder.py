@@ -43,7 +43,8 @@ class Session:
     dropped: int = 0
     chip: str = ""
     frames: dict[tuple[str, int], tuple[str, str]] = field(default_factory=dict)  # (file, line) -> (where, code)
-    compiles: list[tuple[int, float, str, str]] = field(default_factory=list)  # (perf_ns start, s, graph, cache)
+    # (perf_ns start, measured s, graph, cache, modeled Neuron compile s or None)
+    compiles: list[tuple[int, float, str, str, float | None]] = field(default_factory=list)
     raised: str = ""  # set when the profiled code raised: the trace is partial
 
 
@@ -178,6 +179,8 @@ def _add_compiles(session: Session) -> None:
     log = sys.modules.get("trn_notebook.compiler.compile_log")
     if log is None:
         return
+    from ..compiler.compile_time import record_compile_s
+
     start_unix = (session.start_perf_ns + session.wall_offset_ns) / 1e9
     stop_unix = (_perf_ns() + session.wall_offset_ns) / 1e9
     for rec in log.compile_log.snapshot():
@@ -186,7 +189,7 @@ def _add_compiles(session: Session) -> None:
         ts = rec.timestamp - (stages.get("capture", 0.0) + stages.get("aot", 0.0)) / 1e6
         if start_unix <= ts <= stop_unix:
             t_perf = int(ts * 1e9) - session.wall_offset_ns
-            session.compiles.append((t_perf, rec.compile_s, rec.graph_name, rec.cache_result))
+            session.compiles.append((t_perf, rec.compile_s, rec.graph_name, rec.cache_result, record_compile_s(rec)))
 
 
 recorder = Recorder()

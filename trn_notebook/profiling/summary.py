@@ -14,6 +14,7 @@ import html
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..presentation import fmt_compile
 from .traceio import load_trace
 
 if TYPE_CHECKING:
@@ -83,7 +84,7 @@ def summarize(trace: dict[str, Any], top: int = 10) -> Summary:
     syncs: list[tuple[float, str, str, str, float]] = []
     fallbacks: list[tuple[str, float, float, int, str]] = []
     lines: dict[str, list[Any]] = {}
-    compiles: list[tuple[str, str, float]] = []
+    compiles: list[tuple[str, str, float, float | None]] = []
     lo, hi = float("inf"), float("-inf")
     for e in events:
         if e.get("pid") != pid:
@@ -108,7 +109,15 @@ def summarize(trace: dict[str, Any], top: int = 10) -> Summary:
                 )  # fmt: skip
             elif lane.startswith("compile"):
                 compile_iv.append((ts, ts + dur))
-                compiles.append((args.get("graph", ""), args.get("cache", ""), float(args.get("wall_s", dur / 1e6))))
+                modeled = args.get("modeled_neuron_compile_s")
+                compiles.append(
+                    (
+                        args.get("graph", ""),
+                        args.get("cache", ""),
+                        float(args.get("wall_s", dur / 1e6)),
+                        float(modeled) if isinstance(modeled, int | float) else None,
+                    )
+                )
         elif ph in ("i", "I") and lane == "syncs":
             syncs.append(
                 (float(e["ts"]), args.get("reason", e["name"]), args.get("source", ""), args.get("code", ""),
@@ -156,7 +165,7 @@ def summarize(trace: dict[str, Any], top: int = 10) -> Summary:
     line_df = pd.DataFrame(
         [(src, v[0], v[1] / 1e3, v[2]) for src, v in lines.items()], columns=["source", "code", "device_ms", "events"]
     ).sort_values("device_ms", ascending=False, ignore_index=True)
-    comp_df = pd.DataFrame(compiles, columns=["graph", "cache", "wall_s"])
+    comp_df = pd.DataFrame(compiles, columns=["graph", "cache", "wall_s", "modeled_neuron_compile_s"])
     s = Summary(
         window_ms=(hi - lo) / 1e3,
         busy_ms=busy_us / 1e3,
@@ -260,7 +269,9 @@ def _findings(s: Summary) -> list[str]:
             f"{r.copy_ms:.3f} ms ({r.bytes} B moved)"
         )
     if len(s.compiles):
-        out.append(f"Compile: {len(s.compiles)} graph(s), {s.compiles.wall_s.sum():.3f} s wall inside the window.")
+        modeled = s.compiles.modeled_neuron_compile_s.dropna()
+        both = fmt_compile(float(s.compiles.wall_s.sum()), float(modeled.sum()) if len(modeled) else None)
+        out.append(f"Compile: {len(s.compiles)} graph(s) inside the window, {both}.")
     for r in s.top_lines.head(3).itertuples():
         out.append(
             f"Top line {r.source}: {r.device_ms:.3f} ms device ({r.events} events)"
