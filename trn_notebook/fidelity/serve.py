@@ -10,8 +10,9 @@ fake tensors, no weights), composed as the ledger composes its published rows (:
   vLLM at concurrency c the other c-1 requests' prefills once over the output;
 * end to end = TTFT + (output - 1) x TPOT; tokens/s = concurrency x mean output / mean end to end
   (as ``vllm bench serve`` counts it), per chip = / chips (TP logical cores / the chip's cores);
-* cold compiles are shown apart: one graph per used prefill bucket plus one decode graph, each at its
-  modeled Neuron compile time (:mod:`trn_notebook.compiler.compile_time`).
+* cold compiles are shown apart: one graph per used prefill bucket plus one decode (token-generation)
+  graph per bucket the decode positions reach (NxD Inference's bucket set, as the ledger's compile rows
+  count it), each at its modeled Neuron compile time (:mod:`trn_notebook.compiler.compile_time`).
 
 Every figure is modeled; :mod:`.costs` adds time to the first useful result and, only from figures the
 user gives, the cost comparison.
@@ -190,6 +191,21 @@ def _policy(buckets: Any, prompts: np.ndarray) -> BucketPolicy:
     return BucketPolicy.explicit(list(buckets))
 
 
+def _decode_buckets(pol: BucketPolicy, prompts: np.ndarray, outputs: np.ndarray) -> tuple[list[int], int]:
+    """The buckets a request's decode positions (prompt .. prompt + output - 1) pass through, over all
+    requests, and how many requests run past the largest bucket (counted in the largest bucket's graph)."""
+    largest = pol.sizes[-1]
+    reached: set[int] = set()
+    beyond = 0
+    for p, o in zip(prompts.tolist(), outputs.tolist()):
+        last = int(p) + max(int(o), 1) - 1
+        if last > largest:
+            beyond += 1
+        lo, hi = pol.bucket_for(int(p)), pol.bucket_for(min(last, largest))
+        reached.update(b for b in pol.sizes if lo <= b <= hi)
+    return sorted(reached), beyond
+
+
 def _instructions(ops: list[OpCount], tp: int) -> float:
     return graph_instructions([(o.flops, o.bytes, o.dtype.itemsize) for o in ops if o.kind != "other"], tp)
 
@@ -273,12 +289,21 @@ def serve_estimate(
     tok_s = concurrency * float(outputs.mean()) / float(e2e.mean())
     walks = {b: ledger.walk_scenario(s) for b, s in scen.items()}
     instructions = sum(_instructions(w["prefill"], lay.tp) for w in walks.values())
-    instructions += _instructions(walks[used[-1]]["decode"], lay.tp)
+    decode_buckets, beyond = _decode_buckets(pol, prompts, outputs)
+    for b in decode_buckets:  # one token-generation graph per bucket its KV positions reach, as the ledger's rows
+        s = ledger.Scenario(spec, lay, b, b, out_mean, batch=batch, concurrency=concurrency, decode_context=b)
+        instructions += _instructions(ledger.walk_scenario(s)["decode"], lay.tp)
     notes = [
         f"decode reads the KV cache of {context} positions (mean prompt + half the mean output)",
-        "cold compiles: one graph per used prefill bucket + one decode graph, modeled Neuron compile "
-        "(compiler/compile_time.py); not in the latencies above",
+        f"cold compiles: one graph per used prefill bucket ({len(used)}) + one decode graph per bucket the "
+        f"decode positions reach ({len(decode_buckets)}), modeled Neuron compile (compiler/compile_time.py); "
+        "not in the latencies above",
     ]
+    if beyond:
+        notes.append(
+            f"{beyond} request(s) decode past the largest bucket ({pol.sizes[-1]}): counted in its graph here; "
+            "NxD Inference needs a sequence length of at least prompt + output"
+        )
     if spec.approximation:
         notes.append(f"model dimensions: {spec.approximation}")
     est = ServeEstimate(
@@ -296,7 +321,7 @@ def serve_estimate(
         tokens_per_s_per_chip=tok_s / chips,
         padding_share=float(padded.sum() / kernels_s.sum()) if kernels_s.sum() else 0.0,
         bucket_counts={b: int((per_request == b).sum()) for b in used},
-        cold_graphs=len(used) + 1,
+        cold_graphs=len(used) + len(decode_buckets),
         cold_compile_s=modeled_compile_s(instructions),
         prefill=prefill,
         decode=decode,
