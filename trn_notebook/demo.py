@@ -46,7 +46,9 @@ def main(argv: list[str] | None = None) -> None:
     summary = result["summary"]
     assert isinstance(summary, dict)
     print(f"device: {torch.neuron.get_device_name()}  ({torch.neuron.device_count()} devices)")
-    print("losses:", ", ".join(f"{v:.4f}" for v in result["losses"]))  # type: ignore[union-attr]
+    losses = result["losses"]
+    assert isinstance(losses, list)
+    print("losses:", ", ".join(f"{v:.4f}" for v in losses))
     print("op calls by placement:", summary["calls"])
     print("fallback ops:", trn_notebook.get_fallback_ops() or "none")
     c = clocks.snapshot()

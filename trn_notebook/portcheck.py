@@ -211,7 +211,7 @@ class _Scanner(ast.NodeVisitor):
                 if hardware is not None:
                     self.hits.append((node.lineno, qualified, hardware))
 
-    def _check(self, node: ast.AST) -> bool:
+    def _check(self, node: ast.Attribute | ast.Name) -> bool:
         dotted = _dotted(node)
         if dotted is None:
             return False
@@ -337,7 +337,7 @@ def _cells(obj: Any) -> tuple[str, list[tuple[int | None, str, bool]]]:
     if isinstance(obj, str):
         return "<source>", [(None, obj, False)]
     if isinstance(obj, dict) and isinstance(obj.get("cells"), list):
-        cells = []
+        cells: list[tuple[int | None, str, bool]] = []
         for i, cell in enumerate(obj["cells"]):
             if not isinstance(cell, dict):
                 raise PortCheckError(f"port-check: cell {i} of the notebook is not an object; is the file a notebook?")

@@ -9,6 +9,7 @@ copy (notebooks may write files beside themselves). Exit status 1 if a cell fail
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 import tempfile
@@ -21,14 +22,15 @@ QUICKSTART = "01_quickstart.ipynb"
 STATUS_TARGET = "trn-notebook-status"  # magics/status_comm.TARGET_NAME (not imported: it needs IPython)
 
 
-def run_notebook(path: Path, timeout: int = 600) -> tuple[object, float]:
-    """Execute the notebook at ``path`` in its own folder; returns (notebook, seconds).
+def run_notebook(path: str | os.PathLike[str], timeout: int = 600) -> tuple[object, float]:
+    """Execute the notebook at ``path`` (a ``str`` or a path) in its own folder; returns (notebook, seconds).
 
     Raises ``nbclient.exceptions.CellExecutionError`` if a cell fails, ``FileNotFoundError`` if missing.
     """
     import nbformat
     from nbclient import NotebookClient
 
+    path = Path(path)
     nb = nbformat.read(path, as_version=4)
     client = NotebookClient(
         nb,

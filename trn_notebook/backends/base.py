@@ -169,10 +169,10 @@ class Placement(Mapping[str, OpPlacement]):
                 out[op] = OpPlacement(
                     row.category,
                     row.calls - prev.calls,
-                    *(
-                        _minus(getattr(row, k), getattr(prev, k))
-                        for k in ("host_ms", "device_ms", "bytes_h2d", "bytes_d2h")
-                    ),
+                    host_ms=_minus(row.host_ms, prev.host_ms),
+                    device_ms=_minus(row.device_ms, prev.device_ms),
+                    bytes_h2d=_minus(row.bytes_h2d, prev.bytes_h2d),
+                    bytes_d2h=_minus(row.bytes_d2h, prev.bytes_d2h),
                     source=row.source,
                 )
         return Placement(out, measured=self.measured, categories=self.categories)

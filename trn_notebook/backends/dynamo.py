@@ -9,6 +9,7 @@ importable and to the simulator's compiler otherwise; the simulator's compiler i
 from __future__ import annotations
 
 import importlib.metadata
+from types import FrameType
 from typing import Any
 
 from .. import state as _state
@@ -117,7 +118,8 @@ def _user_stacklevel() -> int:
     import torch
 
     inside = (os.path.dirname(torch.__file__), os.path.dirname(os.path.dirname(__file__)))
-    frame, level = sys._getframe(1), 1  # level 1 is _note_default_backend, the caller of warnings.warn
+    frame: FrameType | None = sys._getframe(1)
+    level = 1  # level 1 is _note_default_backend, the caller of warnings.warn
     while frame is not None and frame.f_code.co_filename.startswith(inside):
         frame, level = frame.f_back, level + 1
     return level if frame is not None else 2

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
@@ -99,7 +99,7 @@ def _capturable(opinfo: Any, sample: Any, backward: bool) -> bool:
     return True
 
 
-def _forward(opinfo: Any, sample: Any, seed: int) -> str | bool | None:
+def _forward(opinfo: Any, sample: Any, seed: int) -> str | Literal[False] | None:
     """None on a pass, the error, False when not counted (fails eagerly), "uncapturable" sentinel via str."""
     if _forward_sample(opinfo, sample, torch.float32, seed) is not None:
         return False  # the eager sweep's verdict: only eager passes are compiled
@@ -117,7 +117,7 @@ def _forward(opinfo: Any, sample: Any, seed: int) -> str | bool | None:
     return compare(actual, expected, rtol, atol, nondet)
 
 
-def _backward(opinfo: Any, sample: Any, seed: int) -> str | bool | None:
+def _backward(opinfo: Any, sample: Any, seed: int) -> str | Literal[False] | None:
     from .sweep import _backward_sample
 
     if _backward_sample(opinfo, sample, seed) is not None:

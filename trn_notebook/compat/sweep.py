@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import fnmatch
 import functools
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
 import trn_notebook  # noqa: F401  (registers the neuron device)
 from trn_notebook.device import placement_log
+from trn_notebook.device.placement import PlacementEntry
 
 from .. import state as _state
 
@@ -232,7 +234,7 @@ def _call(opinfo: Any, sample: Any) -> Any:
     return sample.output_process_fn_grad(out)
 
 
-def _forward_sample(opinfo: Any, sample: Any, dtype: torch.dtype, seed: int) -> str | bool | None:
+def _forward_sample(opinfo: Any, sample: Any, dtype: torch.dtype, seed: int) -> str | Literal[False] | None:
     """Error string, None on a pass, or False when the sample is not a device test (CPU fails, nothing moved)."""
     torch.manual_seed(seed)
     try:
@@ -280,7 +282,7 @@ def _grad_inputs(sample: Any) -> list[torch.Tensor]:
     return [t for t in _tensors((sample.input, sample.args, sample.kwargs)) if t.requires_grad]
 
 
-def _backward_sample(opinfo: Any, sample: Any, seed: int) -> str | bool | None:
+def _backward_sample(opinfo: Any, sample: Any, seed: int) -> str | Literal[False] | None:
     """Compare input gradients of one float32 sample (False when it is not a device test)."""
     inputs = _grad_inputs(sample)
     torch.manual_seed(seed)
@@ -412,7 +414,7 @@ _CONVERSIONS = frozenset(
 )
 
 
-def _note_reached(opinfo: Any, before: dict[str, Any]) -> None:
+def _note_reached(opinfo: Any, before: Mapping[str, PlacementEntry]) -> None:
     name = opinfo.aten_name or opinfo.name
     for op, entry in placement_log.snapshot().items():
         if op in _TRANSFERS and op != name and name not in _CONVERSIONS:

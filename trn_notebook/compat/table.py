@@ -52,7 +52,7 @@ def category_of(result: OpResult) -> str:
         return "host_only"
     packet = getattr(torch.ops.aten, name, None)
     if isinstance(packet, torch._ops.OpOverloadPacket) and packet.overloads():
-        return policy.rule(name, getattr(packet, packet.overloads()[0])).category
+        return policy.rule(name, getattr(packet, packet.overloads()[0])).category or "cpu_fallback"
     return "host_only"  # nothing reached the device's Python layer: a C++ view/metadata op
 
 

@@ -8,7 +8,7 @@ elements and returned as themselves, in-place ops returning their argument with 
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
@@ -32,7 +32,7 @@ def _same_objects(result: Any, out: Any) -> bool:
     return len(result) == len(out) and all(r is o for r, o in zip(result, out))
 
 
-def out_sample(opinfo: Any, sample: Any, on_device: Any, compare: Any) -> str | bool | None:
+def out_sample(opinfo: Any, sample: Any, on_device: Any, compare: Any) -> str | Literal[False] | None:
     """Run the ``out=`` overload into 0-element device tensors; None on a pass, False if not applicable."""
     if not opinfo.supports_out:
         return False
@@ -58,7 +58,7 @@ def out_sample(opinfo: Any, sample: Any, on_device: Any, compare: Any) -> str | 
     return None if error is None else "out=: " + error
 
 
-def inplace_sample(opinfo: Any, sample: Any, on_device: Any, compare: Any) -> str | bool | None:
+def inplace_sample(opinfo: Any, sample: Any, on_device: Any, compare: Any) -> str | Literal[False] | None:
     """Run the in-place variant on a copy of the input; it must return its argument holding CPU's values."""
     inplace = opinfo.inplace_variant
     if inplace is None or not isinstance(sample.input, torch.Tensor):

@@ -319,7 +319,7 @@ def cache_entries() -> list[dict[str, Any]]:
         d = usable_dir(create=False)
     except CacheDirError:
         return []
-    out = []
+    out: list[dict[str, Any]] = []
     for jpath, record in _our_entries(d):
         ir = jpath.with_suffix(".ir")
         try:

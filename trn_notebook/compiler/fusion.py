@@ -123,20 +123,20 @@ def plan_memory(g: Graph) -> Graph:
     kernel_of: dict[str, int] = {}
     for n in g.nodes:
         for o in n.outs:
-            if o:
-                kernel_of[o] = n.kernel  # type: ignore[assignment]
-    last_kernel = max((n.kernel for n in g.nodes), default=0) or 0
+            if o and n.kernel is not None:
+                kernel_of[o] = n.kernel
+    last_kernel = max((n.kernel for n in g.nodes if n.kernel is not None), default=0)
     # last kernel reading each (base) value from HBM; graph outputs live to the end
     needs_hbm: dict[str, int] = {}
     for n in g.nodes:
         for r in n.refs():
             b = base.get(r, r)
-            if b in inputs or kernel_of.get(b) == n.kernel:
+            if b in inputs or kernel_of.get(b) == n.kernel or n.kernel is None:
                 continue
-            needs_hbm[b] = max(needs_hbm.get(b, -1), n.kernel)  # type: ignore[type-var]
-    for o in g.outputs:
-        if o is not None:
-            b = base.get(o.name, o.name)
+            needs_hbm[b] = max(needs_hbm.get(b, -1), n.kernel)
+    for out in g.outputs:
+        if out is not None:
+            b = base.get(out.name, out.name)
             if b not in inputs:
                 needs_hbm[b] = last_kernel + 1
     free: list[tuple[int, int]] = []  # (offset, size) holes

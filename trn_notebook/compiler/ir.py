@@ -211,6 +211,6 @@ def verify(graph: Graph) -> None:
             if o in defined:
                 raise IRError(f"graph {graph.name}: %{o} defined twice")
             defined.add(o)
-    for o in graph.outputs:
-        if o is not None and o.name not in defined:
-            raise IRError(f"graph {graph.name}: output %{o.name} is not defined")
+    for out in graph.outputs:
+        if out is not None and out.name not in defined:
+            raise IRError(f"graph {graph.name}: output %{out.name} is not defined")

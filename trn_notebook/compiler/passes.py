@@ -162,10 +162,10 @@ def legalize_dtypes(g: Graph) -> Graph:
             widened = []
             for a in args:
                 if isinstance(a, Ref) and types.get(_orig(a.name, rename)) is not None:
-                    t = types[_orig(a.name, rename)]
-                    if t is not None and t.dtype == "i64":
+                    arg_type = types[_orig(a.name, rename)]
+                    if arg_type is not None and arg_type.dtype == "i64":
                         w = fresh()
-                        nodes.append(Node((w,), (t,), "cast", (a,), (("dtype", DType("i64")),), n.source))
+                        nodes.append(Node((w,), (arg_type,), "cast", (a,), (("dtype", DType("i64")),), n.source))
                         a = Ref(w)
                 widened.append(a)
             args = tuple(widened)
@@ -180,11 +180,12 @@ def legalize_dtypes(g: Graph) -> Graph:
         if o is None:
             outputs.append(None)
             continue
-        t = types[o.name]
+        out_type = types[o.name]
         src = fix(o)
-        if t is not None and t.dtype in _DOWNCAST:
+        if out_type is not None and out_type.dtype in _DOWNCAST:
             back = fresh()
-            nodes.append(Node((back,), (TensorType(t.dtype, t.shape),), "cast", (src,), (("dtype", DType(t.dtype)),)))
+            cast_type = TensorType(out_type.dtype, out_type.shape)
+            nodes.append(Node((back,), (cast_type,), "cast", (src,), (("dtype", DType(out_type.dtype)),)))
             src = Ref(back)
         outputs.append(src)
     meta = (*g.meta, ("downcast", ",".join(f"{n}:{t.dtype}" for n, t in wide) or "internal"))

@@ -123,7 +123,7 @@ def tune(
     if values.size and values.min() < 0:
         raise ValueError("lengths must be non-negative")
     sizes = np.asarray(pol.sizes, dtype=np.int64)
-    idx = np.searchsorted(sizes, values, side="left")
+    idx = np.asarray(np.searchsorted(sizes, values, side="left"), dtype=np.int64)
     ok = idx < sizes.size
     overflow = int(counts[~ok].sum())
     values, counts, idx = values[ok], counts[ok], idx[ok]
@@ -240,11 +240,11 @@ def suggest_policy(lengths: Any, max_compiles: int) -> BucketPolicy:
         best = np.where(improved, new, best)
         choice.append(np.where(improved, arg, -1))
     sizes = [int(values[-1])]
-    j, level = n - 1, len(choice) - 1
+    end, level = n - 1, len(choice) - 1
     while level > 0:
-        s = choice[level][j]
+        s = choice[level][end]
         if s >= 0:
             sizes.append(int(values[s]))
-            j = int(s)
+            end = int(s)
         level -= 1
     return BucketPolicy.explicit(sorted(set(sizes)))

@@ -95,6 +95,7 @@ class _StorageRef(weakref.ref):  # type: ignore[type-arg]
     """Weak reference to a neuron storage that remembers its pointer (one object, no closure, per storage)."""
 
     __slots__ = ("ptr",)
+    ptr: int
 
 
 def _on_storage_death(ref: _StorageRef) -> None:

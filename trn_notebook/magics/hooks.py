@@ -6,6 +6,7 @@ import linecache
 import sys
 import warnings
 from collections.abc import Callable
+from types import FrameType
 from typing import Any
 
 from IPython.core.error import TryNext
@@ -36,7 +37,7 @@ def current_cell_number(shell: InteractiveShell) -> int:
     ahead inside a magic; the cell's compiled filename maps to its number exactly.
     """
     filename_map: dict[str, int] = getattr(shell.compile, "_filename_map", {})
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         count = filename_map.get(frame.f_code.co_filename)
         if count is not None:

@@ -288,8 +288,8 @@ class TrnMagics(Magics):
                 raise UsageError(
                     "%trn explain: nothing compiled yet; run a %%trn compile cell or name a compiled model"
                 )
-            name, target = next(reversed(cells.items()))
-            target = target.fn
+            name, last = next(reversed(cells.items()))
+            target = last.fn
         elif args.name in cells:
             name, target = args.name, cells[args.name].fn
         elif args.name in self.shell.user_ns:

@@ -12,6 +12,7 @@ import importlib
 import importlib.util
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -237,7 +238,7 @@ def shape_key(name: str) -> str:
 class ShapesResult(Result):
     """Observed input shapes and compiled graphs per compiled callable (``%trn shapes``)."""
 
-    entries: dict[str, dict[str, Any]]
+    entries: Mapping[str, Mapping[str, Any]]
     compiled: dict[str, int] = field(default_factory=dict)
     """Forward/inference graphs the compile log holds per callable (distinct input signatures)."""
 
@@ -258,7 +259,7 @@ class ShapesResult(Result):
         """Distinct input signatures ``name`` was called with."""
         return len(self._entry(name).get("signatures", {}))
 
-    def _entry(self, name: str | None) -> dict[str, Any]:
+    def _entry(self, name: str | None) -> Mapping[str, Any]:
         if name is None:
             if len(self.entries) != 1:
                 raise ValueError(f"name one of: {', '.join(sorted(self.entries)) or '(none yet)'}")

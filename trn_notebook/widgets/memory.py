@@ -109,7 +109,7 @@ class MemoryView(TrnWidget):
             backend = backends.current()
             snap = backend.memory_snapshot()
             timeline = downsample([list(p) for p in snap.timeline], MAX_STATE_POINTS)
-            ooms = [list(o) for o in snap.oom_events]
+            ooms: list[Point] = [list(o) for o in snap.oom_events]
             self._last_t = timeline[-1][0] if timeline else float("-inf")
             self._last_oom_t = ooms[-1][0] if ooms else float("-inf")
             self.backend = backend.name
@@ -132,8 +132,8 @@ class MemoryView(TrnWidget):
         self._polled = version
         with self._sync:
             snap = backend.memory_snapshot()
-            points = [list(p) for p in snap.timeline if p[0] > self._last_t]
-            ooms = [list(o) for o in snap.oom_events if o[0] > self._last_oom_t]
+            points: list[Point] = [list(p) for p in snap.timeline if p[0] > self._last_t]
+            ooms: list[Point] = [list(o) for o in snap.oom_events if o[0] > self._last_oom_t]
             if not points and not ooms:
                 return []
             if points:

@@ -51,7 +51,7 @@ class MemorySnapshotWidget(TrnWidget):
         when history is off, ``ValueError`` for a file that is not one of our JSON snapshots or a malformed
         snapshot."""
         if isinstance(snapshot, (str, os.PathLike)):
-            snapshot = load_snapshot_json(snapshot)
+            snapshot = load_snapshot_json(os.fspath(snapshot))
         from .. import backends
 
         backend = backends.current()

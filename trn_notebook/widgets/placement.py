@@ -10,7 +10,7 @@ the totals row can say how much of the modeled time went to fallbacks.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import traitlets
 
@@ -19,6 +19,9 @@ from ..backends.base import NOT_MEASURED, Placement, shown
 from ..backends.simulator import placement_of
 from . import _html
 from ._base import STATIC, TrnWidget
+
+if TYPE_CHECKING:
+    from ..device.placement import PlacementEntry
 
 SORT_KEYS = ("op", "category", "calls", "host_ms", "modeled_ms", "bytes", "source")
 MAX_ROWS = 500  # rows sent to the view; the totals always cover every op
@@ -102,7 +105,7 @@ class PlacementView(TrnWidget):
     measured = traitlets.Bool(True).tag(sync=True)  # False: costs are "not measured" (hardware)
     backend = traitlets.Unicode("").tag(sync=True)
 
-    def __init__(self, window: Mapping[str, Any] | Placement | None = None, **kwargs: Any) -> None:
+    def __init__(self, window: Mapping[str, PlacementEntry] | Placement | None = None, **kwargs: Any) -> None:
         if window is None or isinstance(window, Placement):
             self._window = window
         else:

@@ -69,7 +69,7 @@ def histogram(values: np.ndarray, counts: np.ndarray, max_bins: int = MAX_BINS) 
     lo, hi = int(values[0]), int(values[-1])
     width = max(1, math.ceil((hi - lo + 1) / max_bins))
     nbins = max(1, math.ceil((hi - lo + 1) / width))
-    edges = lo + width * np.arange(nbins + 1, dtype=np.int64)
+    edges: np.ndarray[Any, Any] = lo + width * np.arange(nbins + 1, dtype=np.int64)
     binned = np.bincount((values - lo) // width, weights=counts, minlength=nbins)[:nbins]
     return {
         "edges": edges.tolist(),
@@ -181,8 +181,8 @@ class ShapeTuner(TrnWidget):
         name = kwargs.pop("name", None)  # ShapeTuner(name="f") == ShapeTuner("f"): a shape-log name
         self._target = target if target is not None or not name else str(name)
         self._given = None if lengths is None else as_counts(lengths)
-        self._values = np.zeros(0, dtype=np.int64)
-        self._counts = np.zeros(0, dtype=np.int64)
+        self._values: np.ndarray[Any, Any] = np.zeros(0, dtype=np.int64)
+        self._counts: np.ndarray[Any, Any] = np.zeros(0, dtype=np.int64)
         self._tune_input: Any = {}
         self._ready = False
         self._controls_for: tuple[str, str] | None = None
