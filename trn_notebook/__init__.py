@@ -36,7 +36,7 @@ from .state import reset  # noqa: E402
 _install_profiler()  # torch.profiler on neuron gains the simulated device lanes (trn_notebook.profiling)
 _install_memory_namespace()  # torch.neuron.memory._record_memory_history / _snapshot / _dump_snapshot
 
-__version__ = "0.1.0"
+from ._version import __version__  # noqa: E402  (the one version: pyproject reads the same file)
 
 # The compiler (and with it torch._dynamo, ~1 s to import) loads on first use, so that `import torch`
 # (which autoloads the device) stays fast; `backend="neuron"` also resolves through its entry point.

@@ -73,3 +73,20 @@ def test_every_listed_private_api_resolves_on_the_tested_torch():
 
     registration.self_test()
     registration.self_test(registration.DYNAMO_APIS)
+
+
+def test_the_version_is_written_once_and_read_everywhere():
+    """pyproject takes the version from ``trn_notebook/_version.py`` (hatch), which the package re-exports;
+    the installed distribution's metadata agrees (issue 29: one version)."""
+    import importlib.metadata
+
+    import trn_notebook
+    from trn_notebook import _version
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert "version" not in config["project"] and "version" in config["project"]["dynamic"]
+    assert config["tool"]["hatch"]["version"]["path"] == "trn_notebook/_version.py"
+    assert trn_notebook.__version__ == _version.__version__
+    assert importlib.metadata.version("trn-notebook") == _version.__version__
+    written = [p for p in (ROOT / "trn_notebook").rglob("*.py") if f'"{_version.__version__}"' in p.read_text()]
+    assert written == [ROOT / "trn_notebook" / "_version.py"], written
