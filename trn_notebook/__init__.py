@@ -77,6 +77,10 @@ def __getattr__(name: str) -> object:
         from .widgets.memory_snapshot import memory_snapshot_view
 
         return memory_snapshot_view
+    if name in ("alias_torch_neuronx", "remove_alias"):  # opt-in `import torch_neuronx` aliases (session/alias.py)
+        from .session import alias
+
+        return getattr(alias, name)
     if name == "serve_estimate":  # the model-level estimate (transformers, walks) loads on first use
         from .fidelity.serve import serve_estimate
 
@@ -144,6 +148,7 @@ __all__ = [
     "NeuronNumericsWarning",
     "NumericsPolicy",
     "__version__",
+    "alias_torch_neuronx",
     "bucketed",
     "clear_op_tracking",
     "compare_numerics",
@@ -165,6 +170,7 @@ __all__ = [
     "port_check",
     "profile",
     "profile_table",
+    "remove_alias",
     "report",
     "reset",
     "save_trace",

@@ -20,10 +20,12 @@ FAKE = Path(__file__).resolve().parent / "fake_hardware"
 
 def our_dist_info(tmp: Path) -> Path:
     """A dist-info declaring this checkout's entry points (the installed metadata may be an older checkout's)."""
+    from trn_notebook._version import __version__ as version  # pyproject's version is read from it (hatch)
+
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    info = tmp / "ours" / f"trn_notebook-{project['version']}.dist-info"
+    info = tmp / "ours" / f"trn_notebook-{version}.dist-info"
     info.mkdir(parents=True, exist_ok=True)
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {project['name']}\nVersion: {project['version']}\n")
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {project['name']}\nVersion: {version}\n")
     lines = []
     for group, entries in project["entry-points"].items():
         lines.append(f"[{group}]")

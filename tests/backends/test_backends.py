@@ -48,11 +48,11 @@ def test_placement_through_the_backend_matches_the_placement_log(fresh_device):
 
 def test_torch_neuronx_aliases_run_on_the_simulator(fresh_device):
     assert "torch_neuronx" not in sys.modules
-    module = backends.alias_torch_neuronx()
+    module = trn_notebook.alias_torch_neuronx()
     try:
         import torch_neuronx  # type: ignore[import-not-found]
 
-        assert torch_neuronx is module and backends.alias_torch_neuronx() is module
+        assert torch_neuronx is module and trn_notebook.alias_torch_neuronx() is module
         assert not real_backend_present()  # the alias is not mistaken for TorchNeuron: the simulator stays live
         assert backends.current().is_simulator
         torch_neuronx.clear_op_tracking()
@@ -60,7 +60,7 @@ def test_torch_neuronx_aliases_run_on_the_simulator(fresh_device):
         assert torch_neuronx.get_executed_ops() == trn_notebook.get_executed_ops() != {}
         assert torch_neuronx.get_fallback_ops() == trn_notebook.get_fallback_ops()
     finally:
-        backends.remove_alias()
+        trn_notebook.remove_alias()
     assert "torch_neuronx" not in sys.modules
     with pytest.raises(ImportError):
         import torch_neuronx

@@ -11,11 +11,12 @@ from hypothesis import strategies as st
 
 from trn_notebook.compiler.aten_decompositions import trace
 from trn_notebook.compiler.codegen import run_graph
-from trn_notebook.compiler.ir import IRError, verify
+from trn_notebook.compiler.ir import IRError
 from trn_notebook.compiler.lower import lower
 from trn_notebook.compiler.passes import PASSES, run_passes
 from trn_notebook.compiler.schedule import build_schedule
 from trn_notebook.compiler.text import parse_graph, print_graph
+from trn_notebook.compiler.verify import verify
 
 GOLDEN = Path(__file__).parent / "golden"
 

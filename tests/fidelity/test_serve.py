@@ -84,13 +84,14 @@ def test_break_even_against_a_named_baseline():
     ours = 36.0 / 3600 * per_request / 0.9
     base = {"name": "GPU box", "cost_per_output": 2 * ours}
     inputs = CostInputs(None, 36.0, 10, 800.0, 0.9, base)
-    c = cost_of(est, inputs, weight_bytes=10**9)
+    figures = {"requests_per_s": est.requests_per_s, "cold_compile_s": est.cold_compile_s, "first_request_s": 0.1}
+    c = cost_of(inputs, **figures, weight_bytes=10**9)
     assert c.cost_per_accepted_output == pytest.approx(ours)
     assert c.migration_cost == 8000.0
     assert c.break_even_outputs == pytest.approx(8000.0 / ours)
     assert c.break_even_s == pytest.approx(c.break_even_outputs * per_request)
     cheaper = cost_of(
-        est, CostInputs(None, 36.0, 10, 800.0, 0.9, {"name": "GPU", "cost_per_output": ours / 2}), weight_bytes=1
+        CostInputs(None, 36.0, 10, 800.0, 0.9, {"name": "GPU", "cost_per_output": ours / 2}), **figures, weight_bytes=1
     )
     assert math.isinf(cheaper.break_even_outputs) and "never" in cheaper.card().text()
 

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING
 
 from .. import state as _state
 from ..device.autoload import real_backend_present
-from .alias import alias_torch_neuronx, remove_alias
 from .base import NA, NOT_MEASURED, Backend, SimulatorOnlyError
 
 if TYPE_CHECKING:
@@ -77,9 +76,7 @@ __all__ = [
     "SimulatorBackend",
     "SimulatorOnlyError",
     "TorchNeuronBackend",
-    "alias_torch_neuronx",
     "current",
     "describe",
     "refresh",
-    "remove_alias",
 ]

@@ -24,6 +24,7 @@ from .ir import DTYPE_NAMES, DType, Graph, IRError, Node, Ref, TensorType
 from .kernel_call import entry_for
 from .ops import LOWERINGS
 from .text import CONSTANT_OUTPUTS, format_constant_outputs
+from .verify import verify
 
 _FRAME_RE = re.compile(r'File "([^"]+)", line (\d+)')
 _DROP_KWARGS = frozenset({"device", "layout", "pin_memory"})
@@ -254,8 +255,6 @@ def lower(gm: torch.fx.GraphModule, name: str) -> Graph:
     meta = ((CONSTANT_OUTPUTS, format_constant_outputs(consts)),) if consts else ()
     g = Graph(name, tuple(inputs), tuple(nodes), outputs, meta)
     try:
-        from .ir import verify
-
         verify(g)
     except IRError as exc:
         raise LoweringError(str(exc)) from exc

@@ -18,7 +18,8 @@ import math
 import re
 from typing import Any
 
-from .ir import DTYPES, DType, Graph, IRError, Node, Ref, TensorType, verify
+from .ir import DTYPES, DType, Graph, IRError, Node, Ref, TensorType
+from .verify import verify
 
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 _TYPE_RE = re.compile(r"^(" + "|".join(sorted(DTYPES, key=len, reverse=True)) + r")\[([0-9,]*)(?:;([0-9,]*))?\]$")

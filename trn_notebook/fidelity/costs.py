@@ -18,13 +18,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..presentation import fmt_duration
 from ..results import Card
-
-if TYPE_CHECKING:
-    from .serve import ServeEstimate
 
 LOAD_BYTES_PER_S = 1.342e12 / (7.8 * 60)  # derived: DeepSeek-V3 BF16 weights (671B params) in 7.8 min
 LOAD_SOURCE = "DeepSeek-V3's published load, 1.34 TB in 7.8 min (derived rate)"
@@ -146,8 +143,11 @@ class Costs:
         )
 
 
-def cost_of(est: ServeEstimate, inputs: CostInputs, *, weight_bytes: int) -> Costs:
-    """The cost comparison of ``est`` from ``inputs`` (see the module docstring)."""
+def cost_of(
+    inputs: CostInputs, *, requests_per_s: float, cold_compile_s: float, first_request_s: float, weight_bytes: int
+) -> Costs:
+    """The cost comparison of a serving estimate (its throughput, cold compile and first-request time) from
+    ``inputs`` (see the module docstring); raises nothing (a missing input is listed in ``missing``)."""
     if inputs.load_s is not None:
         load, source = float(inputs.load_s), "given (load_s=)"
     else:
@@ -155,8 +155,8 @@ def cost_of(est: ServeEstimate, inputs: CostInputs, *, weight_bytes: int) -> Cos
             weight_bytes / LOAD_BYTES_PER_S,
             f"modeled: {weight_bytes / 1e9:.1f} GB of weights at {LOAD_SOURCE}",
         )
-    per_request = 1.0 / est.requests_per_s if est.requests_per_s > 0 else float("inf")
-    cold = est.cold_compile_s + load
+    per_request = 1.0 / requests_per_s if requests_per_s > 0 else float("inf")
+    cold = cold_compile_s + load
     amortize = int(cold / per_request) if per_request > 0 else 0
     missing = []
     per_output = per_accepted = migration = base = None
@@ -187,10 +187,10 @@ def cost_of(est: ServeEstimate, inputs: CostInputs, *, weight_bytes: int) -> Cos
         outputs = migration / saving if saving > 0 else float("inf")
         seconds = outputs * per_request if saving > 0 else None
     return Costs(
-        cold_compile_s=est.cold_compile_s,
+        cold_compile_s=cold_compile_s,
         load_s=load,
         load_source=source,
-        first_request_s=est.e2e.p50,
+        first_request_s=first_request_s,
         warm_request_s=per_request,
         amortize_requests=amortize,
         cost_per_output=per_output,

@@ -329,7 +329,13 @@ def serve_estimate(
         spec_key=spec.key,
     )
     inputs = CostInputs(load_s, price_per_hour, engineering_days, day_rate, accepted_fraction, baseline)
-    est.costs = cost_of(est, inputs, weight_bytes=ledger.PARAM_BYTES[spec.key])
+    est.costs = cost_of(
+        inputs,
+        requests_per_s=est.requests_per_s,
+        cold_compile_s=est.cold_compile_s,
+        first_request_s=est.e2e.p50,
+        weight_bytes=ledger.PARAM_BYTES[spec.key],
+    )
     _last[:] = [est]
     return est
 

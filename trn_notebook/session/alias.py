@@ -1,10 +1,11 @@
 """Opt-in ``torch_neuronx`` placement aliases, so code written against TorchNeuron runs on the simulator.
 
-``trn_notebook.backends.alias_torch_neuronx()`` makes ``import torch_neuronx`` return a small module with
+``trn_notebook.alias_torch_neuronx()`` makes ``import torch_neuronx`` return a small module with
 ``get_executed_ops``, ``get_fallback_ops`` and ``clear_op_tracking`` reading the simulator's placement log.
 It is opt-in because other libraries probe ``torch_neuronx`` to detect Neuron hardware: the alias is marked
 (``__trn_notebook_alias__``), trn_notebook itself does not mistake it for the real package, and it is never
-installed when a real ``torch_neuronx`` is importable.
+installed when a real ``torch_neuronx`` is importable. (It sits above the public API it aliases, not in the
+read layer, which the API reads.)
 """
 
 from __future__ import annotations
