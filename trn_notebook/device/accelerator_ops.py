@@ -6,13 +6,11 @@ ATen takes its accelerator branch for every PrivateUse1 device: ``nn.LSTM``/``nn
 for through the CPU one, so these need their own record: :data:`RECORDS` marks each such op we
 handle (``decomposed=True``: an ``AutogradPrivateUse1`` kernel here runs its decomposition on the device,
 so autograd differentiates the decomposition and the fused backward is never needed); every other op
-without a CPU kernel is refused with :func:`no_cpu_kernel_error`. :func:`no_cpu_kernel_ops` is the sweep:
+without a CPU kernel is refused with :func:`no_cpu_kernel_error`. :func:`~trn_notebook.device.policy.no_cpu_kernel_ops` is the sweep:
 every ATen op with no CPU kernel and how the device treats it.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 import torch
 
@@ -105,33 +103,3 @@ def no_cpu_kernel_error(name: str, where: str, exc: BaseException) -> NotImpleme
         f"you (as nn.LSTM reaches aten::_thnn_fused_lstm_cell), it needs a decomposition record in "
         f"trn_notebook/device/accelerator_ops.py. PyTorch said: {str(exc).splitlines()[0]}"
     )
-
-
-def no_cpu_kernel_ops() -> list[dict[str, Any]]:
-    """The sweep: every ATen overload with a tensor argument and no dense CPU kernel, and how neuron treats it.
-
-    Each row: ``op`` (``aten::name.overload``), ``kind`` (``"accelerator only"``, or ``"other layouts"``
-    when it has kernels for sparse/quantized/mkldnn/nested CPU tensors only) and ``neuron``:
-    ``"decomposed"`` (runs here, equals the CPU composite), ``"unsupported: <reason>"`` (its record
-    refuses it) or ``"refused: no CPU kernel"`` (the :func:`no_cpu_kernel_error`).
-    """
-    from .policy import registry
-
-    rows = []
-    for name in sorted(torch._C._dispatch_get_all_op_names()):
-        if not name.startswith("aten::") or has_cpu_kernel(name):
-            continue
-        base, _, overload = name.removeprefix("aten::").partition(".")
-        schema = getattr(getattr(torch.ops.aten, base), overload or "default")._schema
-        if not any(isinstance(a.type, torch.TensorType) or "Tensor" in str(a.type) for a in schema.arguments):
-            continue  # TorchScript's scalar overloads (log.int, sum.bool): no tensor, never reach a device
-        layouts = any(torch._C._dispatch_has_kernel_for_dispatch_key(name, k) for k in _LAYOUT_KEYS)
-        record = registry.get(base)
-        if record is not None and record.decomposed:
-            neuron = "decomposed"
-        elif record is not None and record.category == "unsupported":
-            neuron = f"unsupported: {record.reason}"
-        else:
-            neuron = "refused: no CPU kernel"
-        rows.append({"op": name, "kind": "other layouts" if layouts else "accelerator only", "neuron": neuron})
-    return rows

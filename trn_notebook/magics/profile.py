@@ -19,7 +19,7 @@ from ..outfiles import check_writable
 from ..profiling import profile
 from ..profiling.run import NO_DEVICE_MESSAGE
 from ..results import Message
-from .hooks import current_cell_number
+from .cells import current_cell_number
 from .render import simulator_only
 
 

@@ -20,7 +20,7 @@ from ..session.compiled import CellInputError, default_name
 from ..session.device import DeviceUnavailableError
 from ..status import status
 from . import render
-from .hooks import current_cell_number, describe_source
+from .cells import current_cell_number, describe_source
 from .parser import HelpRequested, help_text, parse
 from .profile import cmd_profile, memory_snapshot
 from .render import simulator_only
