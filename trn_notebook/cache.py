@@ -25,9 +25,8 @@ import torch
 
 from .compiler import cache as _cache
 from .compiler import trust as _trust
-from .compiler.buckets import BucketedCallable
+from .compiler.buckets import BucketedCallable, WarmupSummary
 from .compiler.text import parse_graph
-from .compiler.warmup import WarmupSummary
 from .limits import LimitError, check_json_shape, read_limited
 from .outfiles import check_writable
 

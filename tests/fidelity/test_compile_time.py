@@ -40,7 +40,7 @@ def test_fmt_compile_labels_both_figures_and_shows_missing_as_na():
 @pytest.mark.slow  # a real compile through dynamo: 3.5-4.6 s at load 8
 def test_a_compiled_graph_records_its_instructions_and_every_compile_view_shows_both_figures(fresh_compiler):
     from trn_notebook.compiler import compile_log, explain
-    from trn_notebook.compiler.warmup import WarmupSummary
+    from trn_notebook.compiler.buckets import WarmupSummary
     from trn_notebook.migration.render import report
 
     m = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 256)).to("neuron")
