@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from .compiler import cache as _cache
+from .compiler import disk_cache as _cache
 from .compiler import trust as _trust
 from .compiler.buckets import BucketedCallable, WarmupSummary
 from .compiler.text import parse_graph

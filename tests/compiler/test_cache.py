@@ -16,9 +16,10 @@ import pytest
 import torch
 
 import trn_notebook
-from trn_notebook.compiler import backend, cache, compile_log
-from trn_notebook.compiler.cache import CacheCorruptWarning
+from trn_notebook.compiler import backend, compile_log
+from trn_notebook.compiler import disk_cache as cache
 from trn_notebook.compiler.config import override
+from trn_notebook.compiler.disk_cache import CacheCorruptWarning
 
 MODULE_SRC = textwrap.dedent(
     """
@@ -160,7 +161,7 @@ def test_concurrent_writers_of_one_key_leave_one_valid_entry(cache_dir):
 
 def test_cache_modules_never_unpickle_or_execute_stored_data():
     pkg = Path(trn_notebook.compiler.__file__).parent
-    for name in ("cache.py", "text.py", "codegen.py"):
+    for name in ("disk_cache.py", "text.py", "codegen.py"):
         tree = ast.parse((pkg / name).read_text())
         imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
         imported |= {(n.module or "").split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
@@ -168,7 +169,7 @@ def test_cache_modules_never_unpickle_or_execute_stored_data():
         calls = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
         assert not calls & {"eval", "exec", "compile", "__import__"}, name
         attrs = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
-        assert "load" not in attrs or name == "cache.py"  # cache.py's load is json.loads of text
+        assert "load" not in attrs or name == "disk_cache.py"  # disk_cache.py's load is json.loads of text
 
 
 CHILD = textwrap.dedent(

@@ -181,7 +181,7 @@ def test_cache_dir_and_clear(ip, compiler, tmp_path):
     try:
         out = line(ip, f"cache --dir {tmp_path} --clear")
         assert str(tmp_path) in out.text() and "removed 0 entries" in out.text()
-        assert compiler.cache.cache_dir() == tmp_path
+        assert compiler.disk_cache.cache_dir() == tmp_path
     finally:
         if old is None:
             os.environ.pop("TORCH_NEURONX_NEFF_CACHE_DIR", None)

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from trn_notebook.compiler import backend, cache, compile_log, shape_log, trust
+from trn_notebook.compiler import backend, compile_log, shape_log, trust
+from trn_notebook.compiler import disk_cache as cache
 from trn_notebook.compiler.config import override
 
 OTHER_UID = 65534  # "nobody"

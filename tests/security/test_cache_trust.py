@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 from tests.security.probe import compile_f
-from trn_notebook.compiler import cache, trust
+from trn_notebook.compiler import disk_cache as cache
+from trn_notebook.compiler import trust
 from trn_notebook.compiler.config import override
 
 
@@ -59,7 +60,7 @@ def test_clear_refuses_a_project_folder_and_deletes_nothing(tmp_path, sec_cache)
 
 def test_clear_through_the_magic_library_and_the_widget_is_refused_too(tmp_path, sec_cache, monkeypatch):
     from trn_notebook.session import views
-    from trn_notebook.widgets.cache import CacheView
+    from trn_notebook.widgets.cache_view import CacheView
 
     project = tmp_path / "project"
     project.mkdir(mode=0o700)

@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 from tests.security.probe import compile_f
-from trn_notebook.compiler import backend, cache
+from trn_notebook.compiler import backend
+from trn_notebook.compiler import disk_cache as cache
 from trn_notebook.compiler.ir import IRError
 from trn_notebook.compiler.text import MAX_DEPTH, parse_graph
 

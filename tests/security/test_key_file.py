@@ -10,7 +10,8 @@ import warnings
 import pytest
 
 from tests.security.probe import compile_f
-from trn_notebook.compiler import cache, trust
+from trn_notebook.compiler import disk_cache as cache
+from trn_notebook.compiler import trust
 
 
 def _plant(kind: str, key_file, tmp_path) -> None:

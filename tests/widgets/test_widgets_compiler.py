@@ -164,7 +164,7 @@ def test_tuner_fallback_has_histogram_and_readouts(given_lengths: Any) -> None:
 @pytest.fixture
 def compile_cache(tmp_path: Any) -> Any:
     """The compiler with a throwaway persistent cache and an empty compile log."""
-    compiler = compiler_with("compile", "compile_log", "cache")
+    compiler = compiler_with("compile", "compile_log", "disk_cache")
     from trn_notebook.compiler import config
 
     with config.override(cache_dir=str(tmp_path / "neff-cache")):
@@ -194,7 +194,7 @@ def test_cache_view_rows_follow_the_compile_log(compile_cache: Any) -> None:
     assert view.totals["results"].get("miss", 0) == sum(e["cache_result"] == "miss" for e in log)
     assert view.graphs[0]["stage_us"] == {k: pytest.approx(v) for k, v in log[0]["stage_us"].items()}
     assert any(g["recompile_reasons"] for g in view.graphs)
-    assert view.disk_entries == len(compile_cache.cache.cache_entries()) > 0
+    assert view.disk_entries == len(compile_cache.disk_cache.cache_entries()) > 0
 
 
 def test_cache_view_escapes_hostile_model_and_function_names(compile_cache: Any) -> None:
@@ -223,9 +223,9 @@ def test_cache_clear_needs_confirmation_then_clears(compile_cache: Any) -> None:
     assert entries > 0
     front_end_custom(view, {"type": "clear_cache"})
     assert "needs confirmation" in view.error
-    assert len(compile_cache.cache.cache_entries()) == entries
+    assert len(compile_cache.disk_cache.cache_entries()) == entries
     front_end_custom(view, {"type": "clear_cache", "confirm": True})
-    assert compile_cache.cache.cache_entries() == []
+    assert compile_cache.disk_cache.cache_entries() == []
     assert view.disk_entries == 0
     assert view.status.startswith(f"removed {entries} cache entries")
 

@@ -124,13 +124,13 @@ class SimulatorBackend:
         """See :meth:`Backend.cache_dir`."""
         if os.environ.get("TORCH_NEURONX_DISABLE_NEFF_CACHE") == "1":
             return None
-        from ..compiler.cache import cache_dir
+        from ..compiler.disk_cache import cache_dir
 
         return cache_dir()
 
     def cache_entries(self) -> list[dict[str, Any]]:
-        """The compile cache's index (``trn_notebook.compiler.cache.cache_entries()``)."""
-        from ..compiler.cache import cache_entries
+        """The compile cache's index (``trn_notebook.compiler.disk_cache.cache_entries()``)."""
+        from ..compiler.disk_cache import cache_entries
 
         return list(cache_entries())
 

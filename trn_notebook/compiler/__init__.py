@@ -4,7 +4,7 @@ Importing this package registers the dynamo backend (idempotent, also reachable 
 ``torch_dynamo_backends`` entry point) and attaches ``torch.neuron.get_dynamo_metrics``.
 """
 
-from . import cache, compile_log, compile_time, progress, shape_log
+from . import compile_log, compile_time, disk_cache, progress, shape_log
 from .api import CompiledCallable, GraphBreakError, compile
 from .backend import neuron_backend, register
 from .buckets import BucketedCallable, BucketPolicy, bucketed
@@ -24,10 +24,10 @@ __all__ = [
     "NeuronCompileError",
     "TuneResult",
     "bucketed",
-    "cache",
     "compile",
     "compile_log",
     "compile_time",
+    "disk_cache",
     "explain",
     "neuron_backend",
     "progress",

@@ -24,7 +24,7 @@ import torch
 import torch.fx
 
 from .. import state as _state
-from . import attention, cache, contracts, progress
+from . import attention, contracts, disk_cache, progress
 from .artifacts import Bundle, artifacts
 from .aten_decompositions import aten_decompositions
 from .compile_log import LiveRecord, compile_log, get_dynamo_metrics, reset_dynamo_metrics
@@ -377,7 +377,7 @@ class _Capture:
         gm, constants = lift_constants(gm)
         specs = specs + [signature_of(c) for c in constants]
         aten_text = gm.graph.python_code("self").src  # no exec: cheaper than gm.code on a lazy module
-        key = cache.make_key(aten_text, specs, {**self.opts.key_items(), **numerics_key_items()})
+        key = disk_cache.make_key(aten_text, specs, {**self.opts.key_items(), **numerics_key_items()})
         record.graph_id = key
         bundle = Bundle(name, self.model, kind, self.fx_text, aten_text, None)
         hit = _memory.get(key)
@@ -387,7 +387,7 @@ class _Capture:
             graph = Graph(name, graph.inputs, graph.nodes, graph.outputs, graph.meta)
             bundle.note = "in-memory cache hit"
         else:
-            loaded = cache.load(key)
+            loaded = disk_cache.load(key)
             if loaded is not None:
                 record.cache_result = "disk hit"
                 graph = loaded[0]
@@ -414,7 +414,7 @@ class _Capture:
         if record.cache_result == "miss":
             t3 = _perf()
             _emit("cache write", t, name)
-            cache.store(
+            disk_cache.store(
                 key, graph, {"graph_name": name, "model_name": self.model, "kind": kind, "input_signature": specs}
             )
             st["cache_write"] = (_perf() - t3) * 1e6

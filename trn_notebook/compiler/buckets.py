@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 
 from ..presentation import fmt_compile
-from . import cache
+from . import disk_cache
 from .compile_log import CompileSummary, LiveRecord, compile_log
 from .shape_log import shape_log
 
@@ -395,7 +395,7 @@ def warmup(bc: BucketedCallable, *args: Any, progress: bool = True, **kwargs: An
     records = [r for r in compile_log.snapshot() if r.model_name == bc.name and r.timestamp >= started]
     summary = CompileSummary.of(records)
     keys = {r.graph_id for r in records}
-    cache_bytes = sum(e["bytes"] for e in cache.cache_entries() if e["key"] in keys)
+    cache_bytes = sum(e["bytes"] for e in disk_cache.cache_entries() if e["key"] in keys)
     return WarmupSummary(
         name=bc.name,
         policy=str(bc.policy),

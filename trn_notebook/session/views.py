@@ -160,8 +160,8 @@ def cache(*, clear: bool = False, directory: str | None = None) -> Result:
     On hardware it lists TorchNeuron's NEFF cache directory (graph, kind and inputs n/a) and ``clear`` raises
     ``ValueError`` (that cache is TorchNeuron's to manage). Raises ``ValueError`` for a path that is a file.
     """
-    from ..compiler import cache as ccache
     from ..compiler import config as cconfig
+    from ..compiler import disk_cache as ccache
 
     backend = backends.current()
     notes = []

@@ -1,6 +1,6 @@
 """Notebook widgets over the single sources of truth (anywidget; ESM files in ``static/``, no CDN)."""
 
-from .cache import CacheView
+from .cache_view import CacheView
 from .dashboard import Dashboard
 from .memory import MemoryView
 from .memory_snapshot import MemorySnapshotWidget

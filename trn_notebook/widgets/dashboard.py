@@ -7,7 +7,7 @@ from typing import Any
 import ipywidgets
 
 from ..session.events import CellFinished, cell_finished
-from .cache import CacheView
+from .cache_view import CacheView
 from .memory import MemoryView
 from .placement import PlacementView
 from .tuner import ShapeTuner

@@ -2,7 +2,7 @@
 
 Reads the live backend (``backends.current()``: ``compile_records()``, ``cache_dir()``, ``cache_entries()``):
 the simulator's compile log and cache, or TorchNeuron's dynamo metrics and NEFF cache directory (where modeled
-times, fused kernels, stages and cache results are n/a). Clearing calls the simulator's ``cache.clear_cache()``
+times, fused kernels, stages and cache results are n/a). Clearing calls the simulator's ``disk_cache.clear_cache()``
 and only when the front end confirmed (the view asks first); TorchNeuron's NEFF cache is never cleared here.
 """
 
@@ -128,7 +128,9 @@ class CacheView(TrnWidget):
             self.graphs = list(self._rows)
             self.totals = totals_of(self._rows, backend.compile_summary())
             self.simulated = backend.is_simulator
-            self.cache_dir = str(_compiler().cache.cache_dir() if backend.is_simulator else backend.cache_dir() or NA)
+            self.cache_dir = str(
+                _compiler().disk_cache.cache_dir() if backend.is_simulator else backend.cache_dir() or NA
+            )
             self.disk_entries = len(backend.cache_entries())
             if not backend.is_simulator:
                 self.status = HARDWARE_NOTE.format(backend=backend.name)
@@ -146,7 +148,7 @@ class CacheView(TrnWidget):
         self.clear()
 
     def clear(self) -> int:
-        """Delete our persistent cache entries (``cache.clear_cache()``: only in a marked cache directory); returns how many.
+        """Delete our persistent cache entries (``disk_cache.clear_cache()``: only in a marked cache directory); returns how many.
 
         Raises ``ValueError`` on hardware: the NEFF cache is TorchNeuron's and is never deleted from here.
         """
@@ -155,7 +157,7 @@ class CacheView(TrnWidget):
             raise ValueError(
                 f"the NEFF cache ({self.cache_dir}) belongs to {backend.name}; remove the directory yourself"
             )
-        removed = int(_compiler().cache.clear_cache())
+        removed = int(_compiler().disk_cache.clear_cache())
         self.status = f"removed {removed} cache entries from {self.cache_dir}"
         self.refresh()
         return removed
