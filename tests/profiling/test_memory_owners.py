@@ -86,3 +86,24 @@ def test_a_gradient_made_on_the_autograd_thread_is_sited_at_its_backward_call():
         assert frames[0]["line"] == line
     finally:
         mem._record_memory_history(enabled=None)
+
+
+def test_a_module_or_optimizer_whose_init_never_ran_does_not_break_the_snapshot():
+    class NoInit(nn.Module):
+        def __init__(self) -> None:  # forgets super().__init__(): no _parameters
+            pass
+
+    class NoState(torch.optim.Optimizer):
+        def __init__(self) -> None:  # no state dict either
+            pass
+
+    broken = (NoInit(), NoState())
+    kept = nn.Linear(8, 8, device="neuron")
+    mem = torch.neuron.memory
+    mem._record_memory_history(max_entries=1_000, clear_history=True)
+    try:
+        totals = mem.owner_totals(mem._snapshot())
+        assert totals["parameters"][IDENTIFIED] == _block_bytes(kept.parameters())
+    finally:
+        mem._record_memory_history(enabled=None)
+    del broken

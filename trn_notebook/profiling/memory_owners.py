@@ -72,13 +72,18 @@ def identified_blocks(
         modules = found[0] if modules is None else modules
         optimizers = found[1] if optimizers is None else optimizers
     params: list[torch.Tensor] = []
-    for m in modules:
-        params += [p for p in m._parameters.values() if p is not None]
+    for m in modules:  # read the instance dicts: a module whose __init__ did not run (yet) has none
+        own = vars(m).get("_parameters")
+        params += [p for p in own.values() if isinstance(p, torch.Tensor)] if isinstance(own, dict) else []
+    state: list[torch.Tensor] = []
+    for o in optimizers:
+        held = vars(o).get("state")
+        state += [v for s in held.values() for v in _tensors(s)] if isinstance(held, dict) else []
     out: dict[int, str] = {}
     for owner, tensors in (
         ("parameters", params),
         ("gradients", [p.grad for p in params if p.grad is not None]),
-        ("optimizer state", [v for o in optimizers for s in o.state.values() for v in _tensors(s)]),
+        ("optimizer state", state),
     ):
         for t in tensors:
             addr = block_address(t)
