@@ -76,16 +76,20 @@ def test_suggest_uses_the_bucket_count_in_every_kind(target):
 
 
 def test_latency_and_cold_compile_come_from_this_sessions_compiles_and_say_so(target):
-    """The tuner is given measured=: read-outs equal the compile log's measured times and schedules."""
+    """The tuner is given measured=: latency from the compiled schedules, cold compile the modeled Neuron
+    compile of those graphs (never the laptop's compile wall time)."""
     records = [r for r in compiler.compile_log.snapshot() if r.model_name == target.name and r.error is None]
     assert records and all(r.cache_result == "miss" for r in records)  # a fresh cache: every bucket compiled cold
-    compile_s = {b: sum(g["compile_s"] for g in graphs) for b, graphs in target.compiled_buckets.items()}
+    compile_s = {
+        b: sum(compiler.compile_time.record_compile_s(g) for g in graphs)
+        for b, graphs in target.compiled_buckets.items()
+    }
     assert sorted(compile_s) == [8, 16, 32, 128]  # lengths 5, 9, 30, 100 under pow2:8-256
-    assert sum(compile_s.values()) == pytest.approx(sum(r.compile_s for r in records))
+    assert sum(compile_s.values()) == pytest.approx(compiler.compile_time.records_compile_s(records))
 
     view = ShapeTuner(target)  # the shape log's lengths: the same four buckets
     r = view.readouts
-    assert r["compile_from"] == "measured" and r["compile_source"].startswith("measured in this session")
+    assert r["compile_from"] == "modeled" and r["compile_source"].startswith("modeled Neuron compile")
     assert r["cold_compile_s"] == pytest.approx(sum(compile_s.values()))
     assert (
         r["latency_from"] == "compiled schedule"
@@ -95,19 +99,19 @@ def test_latency_and_cold_compile_come_from_this_sessions_compiles_and_say_so(ta
     device_s = {b: sum(g["modeled_device_s"] for g in graphs) for b, graphs in target.compiled_buckets.items()}
     # p99 of four requests, one per bucket: the slowest bucket's own graph, launch included
     assert r["p99_s"] == pytest.approx(launch + max(device_s.values()))
-    assert "cold compile from: measured" in view.fallback_text()
+    assert "cold compile from: modeled Neuron compile" in view.fallback_text()
 
-    # A bucket not compiled yet takes the mean measured time, and the label says so.
+    # A bucket not compiled yet is scaled in proportion to its length from the compiled ones, and says so.
     update(view, {"kind": "list", "sizes": "12,32,128"})  # 5 and 9 land in 12, never compiled
-    mean = sum(compile_s.values()) / 4
-    assert "for buckets 32, 128; mean of 4 measured buckets" in view.readouts["compile_source"]
-    assert view.readouts["cold_compile_s"] == pytest.approx(mean + compile_s[32] + compile_s[128])
+    per_position = sum(compile_s.values()) / sum(compile_s)
+    assert "other buckets in proportion to their length" in view.readouts["compile_source"]
+    assert view.readouts["cold_compile_s"] == pytest.approx(12 * per_position + compile_s[32] + compile_s[128])
 
 
-def test_without_a_callable_the_figures_are_stated_estimates(fresh_compiler):
+def test_without_a_callable_the_figures_are_stated_assumptions(fresh_compiler):
     view = ShapeTuner(lengths=[100, 200, 300])
     r = view.readouts
-    assert r["compile_from"] == "estimate" and "150 s per graph" in r["compile_source"]
+    assert r["compile_from"] == "assumed" and "150 s per graph" in r["compile_source"]
     assert r["latency_from"] == "assumption" and "µs per padded position" in r["latency_source"]
     assert r["cold_compile_s"] == pytest.approx(150.0 * r["compiles"])
 

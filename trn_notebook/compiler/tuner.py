@@ -9,10 +9,13 @@ All figures are modeled and vectorised with numpy (100,000 lengths in a few mill
   graph's own schedule (``modeled_device_s`` of the forward/inference graphs); other buckets are
   scaled from the compiled ones (a least-squares line in the bucket length from two or more, in
   proportion to length from one). Without compiled graphs: ``bucket x per_position_s`` (an assumption);
-* cold compile: per used bucket, the measured compile time of its graphs in this session
-  (``measured=``); buckets not compiled yet take the mean measured time per compiled bucket; with
-  nothing measured ``COMPILE_S_PER_GRAPH`` per graph (about 2.5 min per block per shape on real
-  hardware, shared/reference/torchneuron.md, "Compile times"), or ``compile_s`` when given.
+* cold compile: the **modeled Neuron compile** of the used buckets' graphs (``compile_time.py``: their
+  instruction counts x a per-instruction constant derived from a published compile time), read from
+  the graphs ``measured=`` compiled or loaded, so a cold and a warm cache give the same figure; buckets
+  not compiled yet are scaled in proportion to their length. Never this laptop's compile wall time.
+  With no compiled graph: ``compile_s`` per graph when given, else ``COMPILE_S_PER_GRAPH`` per graph,
+  an assumption (about 2.5 min per block per shape on real hardware, shared/reference/torchneuron.md,
+  "Compile times").
 
 ``TuneResult.latency_source`` and ``compile_source`` say which of these each figure came from.
 """
@@ -27,10 +30,9 @@ import numpy as np
 
 from ..device import costmodel
 from .buckets import MAX_BUCKETS, BucketPolicy
-from .compile_log import CompileSummary
-from .compile_time import record_compile_s
+from .compile_time import DERIVED_FROM, record_compile_s
 
-COMPILE_S_PER_GRAPH = 150.0
+COMPILE_S_PER_GRAPH = 150.0  # assumption: about 2.5 min per block per shape (torchneuron.md, "Compile times")
 PER_POSITION_S = 20e-6  # modeled device time per padded position of a small transformer block (assumption)
 
 
@@ -138,8 +140,8 @@ def tune(
     device_s, latency_source = _device_s_per_bucket(sizes, facts, per_position_s)
     latency = launch + device_s[idx]
     n_compiles = int(used.sum())
-    cold, compile_source = _cold_compile(sizes[used], facts, compile_s)
     neuron, neuron_source = _neuron_compile(sizes[used], facts)
+    cold, compile_source = _cold_compile(len(sizes[used]), neuron, neuron_source, compile_s)
     return TuneResult(
         policy=str(pol),
         compiles=n_compiles,
@@ -175,25 +177,17 @@ def _neuron_compile(used: np.ndarray, facts: dict[int, list[dict[str, Any]]]) ->
     return total, text
 
 
-def _cold_compile(
-    used: np.ndarray, facts: dict[int, list[dict[str, Any]]], compile_s: float | None
-) -> tuple[float, str]:
-    """Seconds to compile the used buckets' graphs from cold, and where the figure comes from."""
+def _cold_compile(n_used: int, neuron: float | None, neuron_source: str, compile_s: float | None) -> tuple[float, str]:
+    """Seconds to compile the used buckets' graphs from cold, and where the figure comes from: the
+    modeled Neuron compile when a graph was compiled, else ``compile_s`` (given) or the assumption."""
+    if neuron is not None:
+        return neuron, f"modeled Neuron compile: {neuron_source} (seconds per instruction derived from {DERIVED_FROM})"
     if compile_s is not None:
-        return len(used) * compile_s, f"given: {compile_s:g} s per graph"
-    misses = {b: s.miss_compile_s for b, graphs in facts.items() if (s := CompileSummary.of(graphs)).misses}
-    if not misses:
-        return len(used) * COMPILE_S_PER_GRAPH, (
-            f"estimate: {COMPILE_S_PER_GRAPH:g} s per graph (real hardware, torchneuron.md; nothing compiled from "
-            "cold in this session)"
-        )
-    mean = sum(misses.values()) / len(misses)
-    total = sum(misses.get(int(b), mean) for b in used)
-    have = [int(b) for b in used if int(b) in misses]
-    text = f"measured in this session for buckets {', '.join(map(str, have)) or 'none used'}"
-    if len(have) < len(used):
-        text += f"; mean of {len(misses)} measured buckets ({mean:.3g} s) for the others"
-    return total, text
+        return n_used * compile_s, f"given: {compile_s:g} s per graph"
+    return n_used * COMPILE_S_PER_GRAPH, (
+        f"assumed: {COMPILE_S_PER_GRAPH:g} s per graph (about 2.5 min per block per shape on real hardware, "
+        "torchneuron.md 'Compile times'; no compiled graph of this policy to model the Neuron compile from)"
+    )
 
 
 def suggest_policy(lengths: Any, max_compiles: int) -> BucketPolicy:

@@ -28,6 +28,7 @@ _construct_storage = torch._C._construct_storage_from_data_pointer
 _create_empty = torch._C._acc.create_empty_tensor
 _lock = threading.RLock()
 _EMPTY = (0,)
+_DEVICE_TYPES = ("neuron", "privateuseone")
 
 # data_ptr of a live neuron storage -> [host UntypedStorage, weakref to the neuron storage, Block | None,
 #                                      {geometry: cached read-only-metadata CPU view}]
@@ -260,6 +261,21 @@ def empty(size: tuple[int, ...] | list[int], dtype: torch.dtype, stride: tuple[i
     t = _create_empty((0,), dtype)
     _set_storage(_CPU_KEYSET, t, st, 0, cpu.size(), cpu.stride())
     return t
+
+
+def block_address(t: torch.Tensor) -> int | None:
+    """Address of the allocator block holding neuron tensor ``t``'s storage (the ``address`` of its block in
+    ``torch.neuron.memory._snapshot()``), or ``None`` when ``t`` is not simulator device memory with bytes
+    (a CPU or meta tensor, an empty storage, a fake tensor). Raises nothing."""
+    if t.device.type not in _DEVICE_TYPES:
+        return None
+    try:
+        ptr = t.untyped_storage().data_ptr()
+    except (RuntimeError, NotImplementedError):  # tensor subclasses without a storage
+        return None
+    entry = _owners.get(ptr)
+    block = entry[2] if entry is not None else None
+    return None if block is None else int(block.addr)
 
 
 def live_storages() -> int:

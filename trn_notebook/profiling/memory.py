@@ -24,6 +24,7 @@ from .. import state as _state
 from ..device.placement import _SKIP_DIRS
 from ..device.runtime import allocator
 from ..outfiles import check_writable
+from .memory_owners import attribute, frame_owner, identified_blocks, owner_totals, thread_owner
 from .recorder import _format_source
 from .safe_write import refuse_foreign, write_atomic
 
@@ -82,35 +83,32 @@ history = _History()
 _state.register("memory_history", history)
 
 
-OWNERS = ("parameters", "gradients", "optimizer state", "activations", "workspace")
-_OPTIM = f"{os.sep}torch{os.sep}optim{os.sep}"
-_MODULE = f"{os.sep}torch{os.sep}nn{os.sep}modules{os.sep}module.py"
-_EXECUTABLE = f"compiler{os.sep}executable.py"
-
-
 def _frames() -> tuple[list[dict[str, Any]], str]:
     """User frames, innermost first, as PyTorch's ``{filename, line, name}`` (cells as ``cell [N]``), and
-    the block's owner guessed from the whole stack: optimizer code, ``Module.to``, a compiled graph's
-    scratch arena, the autograd engine's thread, else activations."""
+    the block's owner guessed from the whole stack (the rule is :mod:`.memory_owners`'). An allocation on
+    another thread with no user frame (the autograd engine's worker computing gradients) takes the frames
+    of the main thread at that moment: the ``backward()`` call waiting for it."""
+    out, owner = _walk(sys._getframe(1))
+    main = threading.main_thread()
+    if not out and threading.current_thread() is not main and main.ident is not None:
+        waiting = sys._current_frames().get(main.ident)
+        if waiting is not None:
+            out = _walk(waiting)[0]
+    return out, owner or thread_owner()
+
+
+def _walk(f: Any) -> tuple[list[dict[str, Any]], str]:
     out: list[dict[str, Any]] = []
     owner = ""
-    f: Any = sys._getframe(1)
     while f is not None:
         filename = f.f_code.co_filename
         if not owner:
-            if _OPTIM in filename:
-                owner = "optimizer state"
-            elif filename.endswith(_MODULE) and f.f_code.co_name == "_apply":
-                owner = "parameters"
-            elif filename.endswith(_EXECUTABLE):
-                owner = "workspace"
+            owner = frame_owner(filename, f.f_code.co_name)
         if len(out) < MAX_FRAMES and not filename.startswith(_SKIP_DIRS) and not filename.startswith("<frozen"):
             where = _format_source(filename, f.f_lineno)
             name = where.rsplit(" line ", 1)[0] if where.startswith("cell [") else filename
             out.append({"filename": name, "line": f.f_lineno, "name": f.f_code.co_name})
         f = f.f_back
-    if not owner:
-        owner = "activations" if threading.current_thread() is threading.main_thread() else "gradients"
     return out, owner
 
 
@@ -144,7 +142,9 @@ def _record_memory_history(
 
 
 def _snapshot(device: Any = None) -> dict[str, Any]:
-    """The allocator's segments and blocks plus the recorded trace, as PyTorch's ``_snapshot()`` dict.
+    """The allocator's segments and blocks plus the recorded trace, as PyTorch's ``_snapshot()`` dict; each
+    live block also says its ``owner`` and ``owner_source`` (identified by tensor identity, guessed from its
+    allocation stack, or unrecorded: :mod:`.memory_owners`).
 
     Raises ``RuntimeError`` (saying how to start) when history is not being recorded.
     """
@@ -152,6 +152,7 @@ def _snapshot(device: Any = None) -> dict[str, Any]:
         raise RuntimeError(NOT_RECORDING)
     segments = []
     with allocator.lock:
+        identified = identified_blocks()  # under the lock: no block changes hands between walk and layout
         for seg_addr, seg_size, small, layout in allocator.layout():  # the trace below is taken under the same lock
             blocks = []
             allocated = active = requested = 0
@@ -163,9 +164,9 @@ def _snapshot(device: Any = None) -> dict[str, Any]:
                     requested += req
                 blocks.append(
                     {"address": addr, "size": size, "requested_size": req, "state": state,
-                     "frames": [] if free else history.block_frames.get(addr, []),
-                     "owner": "" if free else history.block_owner.get(addr, "")}
+                     "frames": [] if free else history.block_frames.get(addr, [])}
                 )  # fmt: skip
+            attribute(blocks, history.block_owner, identified)
             segments.append(
                 {"device": 0, "address": seg_addr, "total_size": seg_size, "stream": 0,
                  "segment_type": "small" if small else "large", "segment_pool_id": (0, 0),
@@ -338,4 +339,5 @@ def install_memory_namespace() -> None:
     ns._dump_snapshot = _dump_snapshot  # type: ignore[attr-defined]
     ns.load_snapshot_json = load_snapshot_json  # type: ignore[attr-defined]
     ns.fragmentation = fragmentation  # type: ignore[attr-defined]
+    ns.owner_totals = owner_totals  # type: ignore[attr-defined]
     module.memory = ns

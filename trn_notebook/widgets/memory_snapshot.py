@@ -1,8 +1,9 @@
 """MemorySnapshotWidget: the allocator's segments as bars, blocks coloured by owner, top allocation sites.
 
 Reads a snapshot in PyTorch's format (``torch.neuron.memory._snapshot()``): owners are parameters,
-gradients, optimizer state, activations, workspace (guessed when the block was allocated, see
-:mod:`trn_notebook.profiling.memory`). Saved notebooks show the same figures as tables.
+gradients, optimizer state, activations, workspace — identified by tensor identity or guessed from the
+allocation stack, and the view says which (the rule: :mod:`trn_notebook.profiling.memory_owners`).
+Saved notebooks show the same figures as tables.
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ from typing import Any
 
 import traitlets
 
-from ..profiling.memory import OWNERS, _snapshot, fragmentation, load_snapshot_json
+from ..presentation import fmt_bytes
+from ..profiling.memory import _snapshot, fragmentation, load_snapshot_json
+from ..profiling.memory_owners import DEFAULT_OWNER, OWNERS, SOURCES, owner_totals
 from ._base import STATIC, TrnWidget
 
 MAX_SEGMENTS = 200
@@ -43,6 +46,7 @@ class MemorySnapshotWidget(TrnWidget):
     segments = traitlets.List().tag(sync=True)  # [address, total, type, [[offset, size, owner or -1], ...]]
     sites = traitlets.List().tag(sync=True)  # [site, bytes, blocks, owner]
     totals = traitlets.Dict().tag(sync=True)
+    by_owner = traitlets.List().tag(sync=True)  # [owner, bytes, blocks, identified, guessed, unrecorded bytes]
     note = traitlets.Unicode("").tag(sync=True)
 
     def __init__(self, snapshot: dict[str, Any] | str | os.PathLike[str] | None = None, **kwargs: Any) -> None:
@@ -82,7 +86,7 @@ class MemorySnapshotWidget(TrnWidget):
             blocks = []
             for b in seg["blocks"]:
                 live = b["state"] != "inactive"
-                owner = b.get("owner") or "activations"
+                owner = b.get("owner") or DEFAULT_OWNER
                 if live:
                     row = sites.setdefault(site(b), [0, 0, {}])
                     row[0] += b["size"]
@@ -93,6 +97,9 @@ class MemorySnapshotWidget(TrnWidget):
         self.segments = out[:MAX_SEGMENTS]
         self.sites = sorted(([k, v[0], v[1], max(v[2], key=v[2].get)] for k, v in sites.items()), key=lambda r: -r[1])[
             :20
+        ]
+        self.by_owner = [
+            [o, r["bytes"], r["blocks"], *(r[k] for k in SOURCES)] for o, r in owner_totals(snap).items() if r["blocks"]
         ]
         frag = fragmentation(snap)
         self.totals = {
@@ -115,9 +122,20 @@ class MemorySnapshotWidget(TrnWidget):
             f"<div class='trn-widget'><b>Memory snapshot</b>: {t.get('segments', 0)} segments, "
             f"{t.get('allocated', 0)} B allocated of {t.get('reserved', 0)} B reserved; free {t.get('free', 0)} B, "
             f"largest free block {t.get('largest_free', 0)} B<table class='trn-table'><tr><th>site</th><th>owner</th>"
-            f"<th>bytes</th><th>blocks</th></tr>{sites}</table>"
+            f"<th>bytes</th><th>blocks</th></tr>{sites}</table>{self._owner_table()}"
             + (f"<p>{html.escape(self.note)}</p>" if self.note else "")
             + "</div>"
+        )
+
+    def _owner_table(self) -> str:
+        rows = "".join(
+            f"<tr><td>{html.escape(o)}</td>" + "".join(f"<td style='text-align:right'>{fmt_bytes(v)}</td>" for v in (b, i, g, u))
+            + f"<td style='text-align:right'>{n}</td></tr>"
+            for o, b, n, i, g, u in self.by_owner
+        )  # fmt: skip
+        return (
+            "<table class='trn-table'><tr><th>owner</th><th>bytes</th><th>identified</th><th>guessed</th>"
+            f"<th>unrecorded</th><th>blocks</th></tr>{rows}</table>"
         )
 
     def fallback_text(self) -> str:
@@ -125,6 +143,8 @@ class MemorySnapshotWidget(TrnWidget):
         t = self.totals
         lines = [f"Memory snapshot: {t.get('allocated', 0)} B allocated of {t.get('reserved', 0)} B reserved"]
         lines += [f"  {b:>12} B  {n:>5} blocks  {o:<16} {s}" for s, b, n, o in self.sites[:10]]
+        lines += ["  by owner (bytes identified by tensor identity / guessed from the allocation stack / unrecorded):"]
+        lines += [f"  {o:<16} {b:>12} B  {n:>5} blocks  {i} / {g} / {u}" for o, b, n, i, g, u in self.by_owner]
         if self.note:
             lines.append(f"  {self.note}")
         return "\n".join(lines)

@@ -8,9 +8,10 @@ control costs one ``tune`` call. "Apply" sets the candidate as ``target.policy``
 
 With a ``BucketedCallable`` (the target, or the callable of that name among the notebook's
 variables) the tuner is given ``measured=`` it: modeled latency comes from the compiled graphs'
-own schedules and cold compile from this session's measured compile times; each read-out says
-which (``readouts["latency_source"]`` / ``["compile_source"]``, short forms ``latency_from`` /
-``compile_from``). Without one they are stated estimates, labelled as such.
+own schedules and cold compile is the modeled Neuron compile of those graphs (the same on a cold or a
+warm cache; never this laptop's compile wall time); each read-out says which
+(``readouts["latency_source"]`` / ``["compile_source"]``, short forms ``latency_from`` /
+``compile_from``). Without one they are stated assumptions, labelled as such.
 """
 
 from __future__ import annotations
@@ -119,11 +120,13 @@ def source_labels(latency_source: str, compile_source: str) -> dict[str, str]:
     """Short labels of where ``tune``'s latency and cold-compile figures come from (for the cards' titles).
 
     ``latency_from``: "compiled schedule" when a compiled graph's schedule was read (exact or scaled),
-    else "assumption"; ``compile_from``: "measured" (this session's compile times), "given" or "estimate".
+    else "assumption"; ``compile_from``: "modeled" (the modeled Neuron compile of compiled graphs),
+    "given" or "assumed".
     """
     latency = "assumption" if "assumption:" in latency_source else "compiled schedule"
-    compile_from = "measured" if compile_source.startswith("measured") else compile_source.split(":", 1)[0].strip()
-    return {"latency_from": latency, "compile_from": compile_from or "estimate"}
+    if compile_source.startswith("modeled"):
+        return {"latency_from": latency, "compile_from": "modeled"}
+    return {"latency_from": latency, "compile_from": compile_source.split(":", 1)[0].strip() or "assumed"}
 
 
 def find_bucketed(name: str) -> Any:

@@ -21,7 +21,8 @@ function render({ model, el: root }) {
   const legend = el("div", "trn-legend");
   const bars = el("div", "trn-snapshot-bars");
   const sites = el("table", "trn-table");
-  root.append(head, legend, bars, sites);
+  const owners = el("table", "trn-table");
+  root.append(head, legend, bars, sites, owners);
 
   function draw() {
     const t = model.get("totals") || {};
@@ -72,9 +73,22 @@ function render({ model, el: root }) {
       tr.append(el("td", null, site), el("td", null, owner), el("td", null, fmtBytes(bytes)), el("td", null, n));
       sites.append(tr);
     }
+    owners.replaceChildren();
+    const oh = el("tr");
+    for (const h of ["owner", "bytes", "identified", "guessed", "unrecorded", "blocks"]) oh.append(el("th", null, h));
+    oh.title = "identified: the block holds a parameter, gradient or optimizer-state tensor (tensor identity); " +
+      "guessed: from the stack that allocated it; unrecorded: allocated before history recording started";
+    owners.append(oh);
+    for (const [owner, bytes, n, ident, guessed, unrec] of model.get("by_owner") || []) {
+      const tr = el("tr");
+      tr.append(el("td", null, owner));
+      for (const v of [bytes, ident, guessed, unrec]) tr.append(el("td", null, fmtBytes(v)));
+      tr.append(el("td", null, n));
+      owners.append(tr);
+    }
   }
 
-  for (const name of ["segments", "sites", "totals", "owners"]) model.on(`change:${name}`, draw);
+  for (const name of ["segments", "sites", "totals", "owners", "by_owner"]) model.on(`change:${name}`, draw);
   draw();
 }
 
