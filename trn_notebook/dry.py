@@ -29,7 +29,7 @@ from .device.clocks import ClockSnapshot
 from .device.dry_dispatch import DryRunError, Finding
 from .device.dry_memory import CATEGORIES, MemoryCategories
 from .device.dryrun import DryFigures, DrySession, active, dry_runs, is_dry
-from .presentation import fmt_bytes, fmt_pct, fmt_s, plural
+from .presentation import fmt_bytes, fmt_compile, fmt_pct, fmt_s, plural
 from .results import Preformatted, Result
 
 DRY = "DRY RUN (shape only; every figure modeled, nothing measured)"
@@ -141,6 +141,19 @@ class DryRun(Result):
         return self.figures.findings
 
     @property
+    def compiled(self) -> list[Any]:
+        """Compile records of the graphs the run launched: ``torch.compile(backend="neuron")`` inside a dry run
+        compiles for real (capture, AOT, our IR, passes, schedule) on shape-only inputs, and each run of a
+        graph is charged its schedule (one launch). A graph compiled before the run and reused counts too: the
+        run needs it. Empty when nothing compiled ran."""
+        names = {n.removeprefix("graph:") for n in self.figures.placement if n.startswith("graph:")}
+        if not names:
+            return []
+        from .compiler.compile_log import compile_log
+
+        return [r for r in compile_log.snapshot() if r.graph_name in names]
+
+    @property
     def fits(self) -> bool:
         """True when no allocation exceeded the modeled HBM capacity of one logical core."""
         return self.oom is None and self.memory.counters.num_ooms == 0
@@ -162,6 +175,20 @@ class DryRun(Result):
             f"of {fmt_bytes(m.capacity)} ({fmt_pct(mc.peak_reserved, m.capacity)}); now allocated "
             f"{fmt_bytes(mc.allocated)} in {plural(m.live_segments, 'segment')}",
         ]
+        compiled = self.compiled
+        if compiled:
+            from .compiler.compile_time import record_compile_s
+
+            by_kind: dict[str, int] = {}
+            for r in compiled:
+                by_kind[r.kind or "graph"] = by_kind.get(r.kind or "graph", 0) + 1
+            modeled = [s for r in compiled if (s := record_compile_s(r)) is not None]
+            lines.append(
+                f"  compiled for real on shape-only inputs: {plural(len(compiled), 'graph')} "
+                f"({', '.join(f'{k} {n}' for k, n in by_kind.items())}), each run one launch charged its schedule; "
+                f"compile {fmt_compile(sum(r.compile_s for r in compiled), sum(modeled) if modeled else None)} "
+                "(cold, every graph)"
+            )
         for phase, peaks in m.phase_peaks.items():
             if phase != "default" or len(m.phase_peaks) == 1:
                 lines.append(f"    phase {phase}: peak allocated {fmt_bytes(peaks['allocated'])} (modeled)")

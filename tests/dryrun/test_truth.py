@@ -30,7 +30,7 @@ def test_truth_in_a_fresh_process() -> None:
         timeout=600,
     )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
-    assert "4 passed" in proc.stdout, proc.stdout[-2000:]
+    assert "6 passed" in proc.stdout, proc.stdout[-2000:]
 
 
 def _forward(model: torch.nn.Module, inputs: dict[str, torch.Tensor]) -> None:
@@ -43,6 +43,21 @@ def _train_step(model: torch.nn.Module, inputs: dict[str, torch.Tensor]) -> None
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     out = model(**inputs)
+    out.loss.backward()
+    opt.step()
+    opt.zero_grad()
+
+
+def _compiled_forward(model: torch.nn.Module, inputs: dict[str, torch.Tensor]) -> None:
+    model.eval()
+    with torch.no_grad():
+        torch.compile(model, backend="neuron")(**inputs)
+
+
+def _compiled_train_step(model: torch.nn.Module, inputs: dict[str, torch.Tensor]) -> None:
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    out = torch.compile(model, backend="neuron")(**inputs)
     out.loss.backward()
     opt.step()
     opt.zero_grad()
@@ -62,4 +77,23 @@ def test_training_step_dry_equals_real() -> None:
     s = spec("llama")
     model = build(s)
     real, dry = real_and_dry(model, make_inputs(s, model, labels=True), _train_step)
+    assert dry == real
+
+
+@in_fresh_process
+def test_compiled_forward_dry_equals_real() -> None:
+    """torch.compile under dryrun() compiles for real and charges each graph's schedule as a real run does."""
+    s = spec("gpt2")
+    model = build(s)
+    real, dry = real_and_dry(model, make_inputs(s, model, labels=True), _compiled_forward)
+    assert any(op.startswith("graph:") for op in real["ops"]), real["ops"]
+    assert dry == real
+
+
+@in_fresh_process
+def test_compiled_training_step_dry_equals_real() -> None:
+    s = spec("llama")
+    model = build(s)
+    real, dry = real_and_dry(model, make_inputs(s, model, labels=True), _compiled_train_step)
+    assert sum(op.startswith("graph:") for op in real["ops"]) >= 2, real["ops"]  # forward and backward graphs
     assert dry == real

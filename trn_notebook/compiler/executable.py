@@ -15,13 +15,14 @@ from typing import Any
 
 import torch
 
-from ..device import costmodel
+from ..device import costmodel, dryrun
 from ..device.clocks import clocks
 from ..device.placement import placement_log
 from ..device.runtime import allocator, cached_host_view, wrap
 from .codegen import Program
 from .compile_log import LiveRecord, compile_log
-from .ir import Graph
+from .fusion import base_of
+from .ir import Graph, TensorType, contiguous_strides
 from .schedule import Schedule
 from .text import constant_outputs
 
@@ -63,6 +64,8 @@ class Executable:
         t0 = _perf()
         if self.constants:
             args = [*args, *self.constants]
+        if self.on_device and (session := dryrun.storage_owner()) is not None and _any_dry(args):
+            return self._dry_call(args, t0, session)  # any thread: backward graphs run on autograd's device thread
         if not self.on_device:
             outs = self.program(args)
             self._count(_perf() - t0)
@@ -85,6 +88,37 @@ class Executable:
         self._count(wall)
         return self._with_constants(result)
 
+    def _dry_call(self, args: list[Any], t0: float, session: dryrun.DrySession) -> list[Any]:
+        """A run inside a dry run: nothing executes; the outputs are shape-only tensors of the graph's declared
+        types (blocks of the dry allocator), the scratch arena is reserved there while the graph "runs", and the
+        clocks and placement log are charged exactly as a real run charges them (one launch, the schedule's time).
+        Raises what the dry allocator raises (a modeled out-of-memory)."""
+        types = self.graph.types()
+        roots = base_of(self.graph)  # a view's bytes are its root's, as wrap() shares the host storage
+        inputs = {name: i for i, (name, _) in enumerate(self.graph.inputs)}
+        buffers: dict[str, torch.Tensor] = {}
+        # the graph's scratch arena is held while it runs; its outputs are adopted afterwards, as wrap() does
+        if self.scratch_bytes:
+            session.allocator.free(session.allocator.malloc(self.scratch_bytes))
+        outs: list[Any] = []
+        for o, p in zip(self.graph.outputs, self.passthrough):
+            t = None if o is None else types.get(o.name)
+            if p >= 0:
+                outs.append(args[p])
+            elif o is None or t is None:
+                outs.append(None)
+            else:
+                root = roots.get(o.name, o.name)
+                base = args[inputs[root]] if root in inputs else buffers.get(root)
+                if base is None:
+                    base = buffers[root] = _shape_only(types.get(root) or t)
+                outs.append(base if root == o.name else _view(base, t, session.mode))
+        wall = _perf() - t0
+        clocks.launch(self.launch_name, self.device_s, self.host_s, wall, kind="graph", detail=self)
+        placement_log.record(self.launch_name, "native", wall, self.device_s)
+        self._count(wall)
+        return self._with_constants(outs)
+
     def _with_constants(self, outs: list[Any]) -> list[Any]:
         """``outs`` with the graph's Python-number outputs in their places (``None`` there until now)."""
         for i, v in self.constant_outputs.items():
@@ -93,3 +127,29 @@ class Executable:
 
     def _count(self, wall: float) -> None:
         compile_log.record_run(self.record, wall)
+
+
+def _any_dry(args: list[Any]) -> bool:
+    return any(isinstance(a, _Tensor) and dryrun.is_dry(a) for a in args)
+
+
+def _strides(t: TensorType) -> tuple[int, ...]:
+    return t.strides if t.strides is not None else contiguous_strides(t.shape)
+
+
+def _shape_only(t: TensorType) -> torch.Tensor:
+    """A new shape-only neuron tensor of type ``t`` (inside a dry run: a block of its allocator)."""
+    return torch.empty_strided(t.shape, _strides(t), dtype=t.torch_dtype, device="neuron")
+
+
+def _view(base: torch.Tensor, t: TensorType, mode: Any) -> torch.Tensor:
+    """A view of type ``t`` on ``base``'s storage (no new block, and, as ``wrap()`` of a host view, no op
+    charged: made with the dry mode paused), or a new tensor when no such view exists (a dtype view, or one
+    reaching past the base's storage)."""
+    if base.dtype is t.torch_dtype:
+        try:
+            with mode.pause():
+                return base.as_strided(t.shape, _strides(t), base.storage_offset())
+        except RuntimeError:
+            pass
+    return _shape_only(t)

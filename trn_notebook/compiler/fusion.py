@@ -100,7 +100,7 @@ def fuse(g: Graph) -> Graph:
     return g.with_nodes(nodes)
 
 
-def _base_of(g: Graph) -> dict[str, str]:
+def base_of(g: Graph) -> dict[str, str]:
     """Each view value -> the non-view value (or input) whose bytes it aliases."""
     base: dict[str, str] = {}
     for n in g.nodes:
@@ -117,7 +117,7 @@ def plan_memory(g: Graph) -> Graph:
     """Assign arena offsets (``Node.mem``) to values crossing kernel boundaries; peak in ``meta``."""
     if any(n.kernel is None for n in g.nodes):
         g = fuse(g)
-    base = _base_of(g)
+    base = base_of(g)
     types = g.types()
     inputs = {name for name, _ in g.inputs}
     kernel_of: dict[str, int] = {}

@@ -159,6 +159,13 @@ class DryMode(TorchDispatchMode):
             aten._efficientzerotensor.default: self._empty,
         }
 
+    @classmethod
+    def ignore_compile_internals(cls) -> bool:
+        """``torch.compile`` under a dry run compiles for real: dynamo traces the frame (it would skip it with a
+        mode on the stack), the mode is off while the compiler works, and back on for the compiled graph's run,
+        which charges its schedule (``compiler/executable.py``) instead of its ops one by one."""
+        return True
+
     def pause(self) -> _Paused:
         """A reusable context manager: inside it ops are shape-only with nothing charged (no device work)."""
         return _Paused(self)

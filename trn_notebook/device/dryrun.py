@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
@@ -61,7 +61,6 @@ class DryFigures:
     findings: tuple[Finding, ...]
     ops: int
     wall_s: float
-    compiles: tuple[Any, ...] = field(default=())
 
 
 class DrySession:
