@@ -57,6 +57,9 @@ def test_ranks_listen_on_loopback_only_use_a_private_store_and_no_fixed_temp_nam
     victim.write_text("mine")
     (shared_tmp / "trn_ranks_2_trace.json").symlink_to(victim)
 
+    # in the host's network namespace (the fallback where user namespaces are refused), so that psutil, reading
+    # this namespace's table, sees gloo's listeners: test_ranks_netns.py covers the private namespace
+    monkeypatch.setenv("TRN_NOTEBOOK_RANKS_NETNS", "off")
     ours_before = set(_listening([os.getpid()]))  # earlier tests of a session may leave loopback listeners
     frame = ranks_magic("ranks 2", CELL)
 
@@ -164,11 +167,13 @@ def _reset_connections(ports: set[int]) -> int:
 
 
 @pytest.mark.slow
-def test_a_stranger_connecting_to_the_ranks_sockets_while_they_start_and_run_changes_nothing(no_pool):
+def test_a_stranger_connecting_to_the_ranks_sockets_while_they_start_and_run_changes_nothing(monkeypatch, no_pool):
     # Probe (issue 32): the pool used to accept its ranks on a multiprocessing Listener; a stranger's connection
     # reset during accept's authentication (ConnectionResetError) failed the start of `%%trn ranks`. The notebook
     # side now listens on nothing; gloo's loopback pair listeners of the ranks take strangers' connections
-    # (empty, garbage, each reset) during the start and after it, and the collectives agree.
+    # (empty, garbage, each reset) during the start and after it, and the collectives agree. In the host's
+    # network namespace (the fallback): in the ranks' private one no stranger reaches them (test_ranks_netns.py).
+    monkeypatch.setenv("TRN_NOTEBOOK_RANKS_NETNS", "off")
     me = psutil.Process()
     ours_before = {port for _, _, port in _listening([me.pid])}
     children_before = {c.pid for c in me.children()}

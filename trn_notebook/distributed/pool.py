@@ -26,9 +26,11 @@ from typing import Any
 
 from .. import state as _state
 from .launch import RankError, RanksTimeout
+from .netns import PrivateNet, private_net
 from .rendezvous import check_world_size, join_group, loopback_env, private_dir, store_path
 
 CELL_FILE = "<%%trn ranks cell>"
+_WORKER = "trn_notebook.distributed._rank_worker"
 
 
 def _die_with_parent(parent_pid: int) -> None:
@@ -231,19 +233,28 @@ class RankPool:
         self.conns: list[Connection] = []
         self.processes: list[subprocess.Popen[bytes]] = []
         env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"), **loopback_env())
+        # One private network namespace for all ranks where the system allows it (see .netns): gloo's listeners
+        # are then out of every other process's reach. None: the host's (TRN_NOTEBOOK_RANKS_NETNS=off, or refused).
+        self.netns: PrivateNet | None = None
         try:
+            self.netns = private_net()
             for rank in range(world_size):
                 ours, theirs = socket.socketpair()
                 with ours, theirs:
                     # A fresh interpreter per rank (spawned, never forked; the notebook's __main__ is not re-imported).
-                    cmd = [sys.executable, "-m", "trn_notebook.distributed._rank_worker", str(rank), str(world_size)]
-                    cmd += [store_path(self._dir), str(theirs.fileno()), str(collective_timeout_s), str(os.getpid())]
+                    args = [str(rank), str(world_size), store_path(self._dir), str(theirs.fileno())]
+                    args += [str(collective_timeout_s), str(os.getpid())]
+                    fds: tuple[int, ...] = (theirs.fileno(),)
+                    if self.netns is None:
+                        cmd = [sys.executable, "-m", _WORKER, *args]
+                    else:
+                        cmd, fds = self.netns.command(_WORKER, args), fds + self.netns.fds
                     self.processes.append(
-                        subprocess.Popen(
-                            cmd, env=env, stdin=subprocess.DEVNULL, pass_fds=(theirs.fileno(),), start_new_session=True
-                        )
+                        subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, pass_fds=fds, start_new_session=True)
                     )
                     self.conns.append(Connection(ours.detach()))
+            if self.netns is not None:
+                self.netns.close()  # every rank holds the namespaces now
             self._collect("ready", start_timeout_s, print_line=print)
         except BaseException:
             self.close()
@@ -404,6 +415,8 @@ class RankPool:
             _kill_group(p.pid)  # what the rank started (a forked child) goes with it
         for conn in self.conns:
             conn.close()
+        if self.netns is not None:
+            self.netns.close()
         self.processes, self.conns = [], []
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
