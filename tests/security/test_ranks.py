@@ -136,6 +136,45 @@ def test_a_rank_exiting_mid_cell_is_named_and_its_children_die_with_the_pool(no_
     assert all(_dead(c) for c in children)
 
 
+ESCAPING_CHILDREN = """
+import os, subprocess, time
+own_session = subprocess.Popen(["sleep", "300"], start_new_session=True).pid
+r, w = os.pipe()
+middle = os.fork()
+if middle == 0:  # a daemon: fork, setsid, fork again, the middle exits (its child is an orphan)
+    os.setsid()
+    if os.fork() == 0:
+        os.write(w, str(os.getpid()).encode())
+        time.sleep(300)
+    os._exit(0)
+os.waitpid(middle, 0)
+daemon = int(os.read(r, 32))
+"""
+
+
+@pytest.mark.slow
+def test_children_in_a_session_of_their_own_and_daemons_die_with_the_pool(no_pool):
+    # Probe: a rank's child started with start_new_session=True, and a double-forked setsid daemon, left the
+    # rank's process group (which close() kills) and survived the pool's close (both still sleeping 3 s later).
+    pool, _ = rank_pool.get_pool(2)
+    res = pool.run(ESCAPING_CHILDREN, collect=("own_session", "daemon"))
+    children = [int(f[k]) for f in res.figures for k in ("own_session", "daemon")]
+    try:
+        assert all(not _dead(c) for c in children)
+        assert all(os.getsid(c) != os.getsid(p) for c, p in zip(children[::2], pool.pids(), strict=True))
+        pool.close()
+        deadline = time.monotonic() + 10  # signals are delivered asynchronously
+        while not all(_dead(c) for c in children) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert all(_dead(c) for c in children)
+    finally:
+        for c in children:  # never leave a sleeper behind, even when the test fails
+            try:
+                os.kill(c, 9)
+            except OSError:
+                pass
+
+
 def _dead(pid: int) -> bool:
     try:
         return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE

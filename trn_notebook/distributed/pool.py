@@ -6,7 +6,8 @@ for each cell streams its output back line by line, then reports per-rank figure
 the timeline. Workers never outlive the notebook: any error, ``KeyboardInterrupt`` or timeout tears
 the pool down (SIGTERM, then SIGKILL, then reaped), an ``atexit`` hook does so at interpreter exit,
 and each worker asks the kernel to kill it if its parent dies (``PR_SET_PDEATHSIG``; it exits at once if
-the parent died before it could ask) and exits when its pipe closes.
+the parent died before it could ask) and exits when its pipe closes. What a worker starts goes with the pool
+(:mod:`.reaper`).
 """
 
 from __future__ import annotations
@@ -27,28 +28,11 @@ from typing import Any
 from .. import state as _state
 from .launch import RankError, RanksTimeout
 from .netns import PrivateNet, private_net
+from .reaper import die_with_parent, kill_descendants, kill_group
 from .rendezvous import check_world_size, join_group, loopback_env, private_dir, store_path
 
 CELL_FILE = "<%%trn ranks cell>"
 _WORKER = "trn_notebook.distributed._rank_worker"
-
-
-def _die_with_parent(parent_pid: int) -> None:
-    """Have the OS kill this rank when the notebook dies (``PR_SET_PDEATHSIG``); exit now if it already has.
-
-    The request is not retroactive, and a rank makes it only after its interpreter has imported torch: a
-    notebook killed in that window left an orphan that joined the group and waited out the collective timeout
-    (69 s measured) for a rank that was never started. Hence the parent check after the request.
-    """
-    try:
-        import ctypes
-        import signal
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-    if os.getppid() != parent_pid:  # the notebook died before the request: nobody to serve
-        os._exit(0)
 
 
 class _Stream:
@@ -127,7 +111,7 @@ def _worker_main(
 
     Exits at once when the notebook (``parent_pid``) has already died.
     """
-    _die_with_parent(parent_pid)
+    die_with_parent(parent_pid)
     os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(world))
     import torch
     import torch.distributed as dist
@@ -395,6 +379,8 @@ class RankPool:
             raise pending
 
     def _stop_workers(self, at_once: bool = False) -> None:
+        # first what the ranks started, in any session, while the ranks (their subreapers) still hold them
+        kill_descendants([p.pid for p in self.processes if p.poll() is None])
         for conn in self.conns:
             try:
                 conn.send(("stop",))
@@ -412,7 +398,7 @@ class RankPool:
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
-            _kill_group(p.pid)  # what the rank started (a forked child) goes with it
+            kill_group(p.pid)  # what the rank started in its own process group goes with it
         for conn in self.conns:
             conn.close()
         if self.netns is not None:
@@ -423,16 +409,6 @@ class RankPool:
             self._dir = None
         if _pools.get(self.world_size) is self:
             del _pools[self.world_size]
-
-
-def _kill_group(pgid: int) -> None:
-    """SIGKILL every process left in a rank's process group (each rank leads its own session)."""
-    import signal
-
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 _pools: dict[int, RankPool] = {}
