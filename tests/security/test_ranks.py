@@ -119,6 +119,40 @@ def test_rank_output_is_sent_in_one_message_per_write():
     assert lines[0] == "[rank 0] 0" and len(lines) == 2_000
 
 
+def _receive(conn, into: list[object]) -> None:
+    into.append(conn.recv())
+
+
+def _unfinished_line_s(parts: int) -> float:
+    """Best of 3: CPU seconds to stream ``parts`` writes without a newline (``print(i, end=" ")``)."""
+    from multiprocessing import Pipe
+
+    best = float("inf")
+    for _ in range(3):
+        ours, theirs = Pipe()
+        got: list[object] = []
+        reader = threading.Thread(target=_receive, args=(ours, got))  # the line is larger than the pipe's buffer
+        reader.start()
+        out = rank_pool._Stream(theirs, 0)
+        start = time.thread_time()  # CPU time of this thread: other sessions' load on the cores does not count
+        for i in range(parts):
+            out.write(f"{i} ")
+        assert len(out.buf) > parts  # the line as it would be sent (sending it is linear in its size anyway)
+        best = min(best, time.thread_time() - start)
+        out.write("\n")
+        reader.join()
+        assert got[0][0] == "lines" and len(got[0][2]) == 1 and got[0][2][0].startswith("0 1 2 ")  # type: ignore[index]
+    return best
+
+
+def test_an_unfinished_line_streams_in_linear_time():
+    # Probe: `for i in range(200_000): print(i, end=" ")` in `%%trn ranks 1` took 91 s (0.18 s for 20,000:
+    # 494x for 10x the writes), since each write copied the whole unfinished line. 10x the writes must now
+    # take about 10x the time; a ratio of 40 leaves room for a loaded machine and is still far from quadratic.
+    small, large = _unfinished_line_s(10_000), _unfinished_line_s(100_000)
+    assert large / small < 40, f"10x the writes took {large / small:.0f}x the time ({small:.4f} s, {large:.4f} s)"
+
+
 @pytest.mark.slow
 def test_a_rank_exiting_mid_cell_is_named_and_its_children_die_with_the_pool(no_pool):
     # Probes: os._exit(0) in a rank gave "EOFError:" with no message; a child forked by a rank survived close().
