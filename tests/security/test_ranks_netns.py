@@ -163,3 +163,20 @@ def test_where_the_system_refuses_auto_warns_once_and_on_is_an_error():
     assert "No space left on device" in auto and "another local user can connect" in auto
     assert "TRN_NOTEBOOK_RANKS_NETNS=off to silence" in auto
     assert on.startswith("on RanksIsolationError TRN_NOTEBOOK_RANKS_NETNS=on but this system refuses")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="network namespaces are Linux-only")
+def test_the_namespace_descriptors_are_fresh_and_not_inherited_by_other_children(monkeypatch):
+    # Probe: descriptors received over SCM_RIGHTS are inheritable: a program the notebook started while a pool
+    # started (os.system, a fork) would have held the ranks' namespaces. Only the ranks get them (pass_fds).
+    monkeypatch.setenv(netns.ENV, "on")
+    made = netns.private_net()
+    assert made is not None
+    try:
+        links = [os.readlink(f"/proc/self/fd/{fd}") for fd in made.fds]
+        assert links[0].startswith("user:[") and links[1].startswith("net:[")
+        assert links[1] != os.readlink("/proc/self/ns/net")
+        assert [os.get_inheritable(fd) for fd in made.fds] == [False, False]
+    finally:
+        made.close()
+    assert made.fds == ()

@@ -100,6 +100,8 @@ def _make(timeout_s: float) -> PrivateNet | str:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+    for fd in fds:  # SCM_RIGHTS gives them without close-on-exec: only the ranks (pass_fds) may inherit them
+        os.set_inheritable(fd, False)
     if msg == b"ok" and len(fds) == 2:
         return PrivateNet(fds[0], fds[1])
     for fd in fds:
