@@ -77,7 +77,7 @@ def descendants(roots: list[int]) -> list[int]:
 def kill_descendants(roots: list[int], rounds: int = 20) -> int:
     """SIGKILL every descendant of ``roots`` until none is left (a child may fork while we look); how many."""
     killed: set[int] = set()
-    for _ in range(rounds):
+    for _ in range(rounds if roots else 0):
         found = descendants(roots)
         if not found:
             break
