@@ -6,7 +6,8 @@ for each cell streams its output back line by line, then reports per-rank figure
 the timeline. Workers never outlive the notebook: any error, ``KeyboardInterrupt`` or timeout tears
 the pool down (SIGTERM, then SIGKILL, then reaped), an ``atexit`` hook does so at interpreter exit,
 and each worker asks the kernel to kill it if its parent dies (``PR_SET_PDEATHSIG``; it exits at once if
-the parent died before it could ask) and exits when its pipe closes.
+the parent died before it could ask) and exits when its pipe closes. What a worker starts goes with the pool
+(:mod:`.reaper`).
 """
 
 from __future__ import annotations
@@ -26,48 +27,47 @@ from typing import Any
 
 from .. import state as _state
 from .launch import RankError, RanksTimeout
+from .netns import PrivateNet, private_net
+from .reaper import die_with_parent, kill_descendants, kill_group
 from .rendezvous import check_world_size, join_group, loopback_env, private_dir, store_path
 
 CELL_FILE = "<%%trn ranks cell>"
-
-
-def _die_with_parent(parent_pid: int) -> None:
-    """Have the OS kill this rank when the notebook dies (``PR_SET_PDEATHSIG``); exit now if it already has.
-
-    The request is not retroactive, and a rank makes it only after its interpreter has imported torch: a
-    notebook killed in that window left an orphan that joined the group and waited out the collective timeout
-    (69 s measured) for a rank that was never started. Hence the parent check after the request.
-    """
-    try:
-        import ctypes
-        import signal
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-    if os.getppid() != parent_pid:  # the notebook died before the request: nobody to serve
-        os._exit(0)
+_WORKER = "trn_notebook.distributed._rank_worker"
 
 
 class _Stream:
-    """``sys.stdout`` of a worker: whole lines go to the parent as ``("out", rank, text)``."""
+    """``sys.stdout`` of a worker: whole lines go to the parent as ``("lines", rank, [text, ...])``.
+
+    Linear in what is written: the unfinished line is kept as a list of parts (``print(x, end=" ")`` 200,000
+    times took 91 s when each write copied the whole partial line), and one message carries every line
+    finished by one write.
+    """
 
     def __init__(self, conn: Connection, rank: int) -> None:
-        self.conn, self.rank, self.buf = conn, rank, ""
+        self.conn, self.rank, self.parts = conn, rank, list[str]()
+
+    @property
+    def buf(self) -> str:
+        """The unfinished last line."""
+        return "".join(self.parts)
 
     def write(self, text: str) -> int:
         if "\n" not in text:
-            self.buf += text
+            if text:
+                self.parts.append(text)
             return len(text)
-        lines = (self.buf + text).split("\n")  # linear in the text (splitting one line at a time was quadratic)
-        self.buf = lines.pop()
+        lines = text.split("\n")
+        if self.parts:
+            lines[0] = "".join(self.parts) + lines[0]
+        last = lines.pop()
+        self.parts = [last] if last else []
         self.conn.send(("lines", self.rank, lines))
         return len(text)
 
     def flush(self) -> None:
-        if self.buf:
-            self.conn.send(("out", self.rank, self.buf))
-            self.buf = ""
+        if self.parts:
+            self.conn.send(("out", self.rank, "".join(self.parts)))
+            self.parts = []
 
     def isatty(self) -> bool:
         return False
@@ -125,7 +125,7 @@ def _worker_main(
 
     Exits at once when the notebook (``parent_pid``) has already died.
     """
-    _die_with_parent(parent_pid)
+    die_with_parent(parent_pid)
     os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(world))
     import torch
     import torch.distributed as dist
@@ -231,19 +231,28 @@ class RankPool:
         self.conns: list[Connection] = []
         self.processes: list[subprocess.Popen[bytes]] = []
         env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"), **loopback_env())
+        # One private network namespace for all ranks where the system allows it (see .netns): gloo's listeners
+        # are then out of every other process's reach. None: the host's (TRN_NOTEBOOK_RANKS_NETNS=off, or refused).
+        self.netns: PrivateNet | None = None
         try:
+            self.netns = private_net()
             for rank in range(world_size):
                 ours, theirs = socket.socketpair()
                 with ours, theirs:
                     # A fresh interpreter per rank (spawned, never forked; the notebook's __main__ is not re-imported).
-                    cmd = [sys.executable, "-m", "trn_notebook.distributed._rank_worker", str(rank), str(world_size)]
-                    cmd += [store_path(self._dir), str(theirs.fileno()), str(collective_timeout_s), str(os.getpid())]
+                    args = [str(rank), str(world_size), store_path(self._dir), str(theirs.fileno())]
+                    args += [str(collective_timeout_s), str(os.getpid())]
+                    fds: tuple[int, ...] = (theirs.fileno(),)
+                    if self.netns is None:
+                        cmd = [sys.executable, "-m", _WORKER, *args]
+                    else:
+                        cmd, fds = self.netns.command(_WORKER, args), fds + self.netns.fds
                     self.processes.append(
-                        subprocess.Popen(
-                            cmd, env=env, stdin=subprocess.DEVNULL, pass_fds=(theirs.fileno(),), start_new_session=True
-                        )
+                        subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, pass_fds=fds, start_new_session=True)
                     )
                     self.conns.append(Connection(ours.detach()))
+            if self.netns is not None:
+                self.netns.close()  # every rank holds the namespaces now
             self._collect("ready", start_timeout_s, print_line=print)
         except BaseException:
             self.close()
@@ -384,6 +393,8 @@ class RankPool:
             raise pending
 
     def _stop_workers(self, at_once: bool = False) -> None:
+        # first what the ranks started, in any session, while the ranks (their subreapers) still hold them
+        kill_descendants([p.pid for p in self.processes if p.poll() is None])
         for conn in self.conns:
             try:
                 conn.send(("stop",))
@@ -401,25 +412,17 @@ class RankPool:
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
-            _kill_group(p.pid)  # what the rank started (a forked child) goes with it
+            kill_group(p.pid)  # what the rank started in its own process group goes with it
         for conn in self.conns:
             conn.close()
+        if self.netns is not None:
+            self.netns.close()
         self.processes, self.conns = [], []
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
         if _pools.get(self.world_size) is self:
             del _pools[self.world_size]
-
-
-def _kill_group(pgid: int) -> None:
-    """SIGKILL every process left in a rank's process group (each rank leads its own session)."""
-    import signal
-
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 _pools: dict[int, RankPool] = {}
