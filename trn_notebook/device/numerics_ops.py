@@ -8,6 +8,8 @@ there: ``numerics.active``). Per class (:meth:`~.registry.OpRecord.numerics_clas
   upcast, the product computed in FP32 (TensorE/PSUM accumulate in FP32), every floating output rounded
   once to the dtype the op returns (RNE, or seeded stochastic rounding). Integer inputs go through FP32
   too (no integer datapath; exact only below 2^24).
+* ``scatter`` (scatter-with-compute: ``scatter_add``, ``index_add``, ``scatter_reduce``) — as ``elementwise``
+  for floats; integer data (not the index) through FP32 like an integer matmul (no integer datapath).
 * ``elementwise``/``reduction``/``activation`` — FP32 internal math with casts at the boundaries. The
   CPU kernels already compute low-precision inputs in FP32 and round once (RNE), so they run as they
   are unless stochastic rounding or ``autocast="all"`` needs the FP32 value; ``activation`` also
@@ -25,14 +27,22 @@ from typing import Any
 import torch
 
 from .. import state as _state
-from .numerics import NeuronNumericsWarning, NumericsPolicy, numerics
+from .numerics import (
+    NeuronNumericsWarning,
+    NumericsPolicy,
+    integer_from_fp32,
+    integer_to_fp32,
+    no_integer_datapath,
+    numerics,
+)
 from .placement import user_frame
 from .policy import policy as _registry
 from .registry import NumericsClass
 
 _Tensor = torch.Tensor
 LOW_FLOATS = frozenset({torch.bfloat16, torch.float16, torch.float8_e4m3fn, torch.float8_e5m2})
-_COMPUTING = frozenset({"matmul", "elementwise", "reduction", "activation", "integer"})
+_COMPUTING = frozenset({"matmul", "elementwise", "reduction", "activation", "scatter", "integer"})
+INDEX_ARGS = frozenset({"index", "indices"})  # a scatter's positions: integers that stay integers
 # Arguments of matmul-class ops that are not TensorE operands (added or masked after the product).
 NOT_OPERANDS = frozenset({"bias", "attn_mask", "input_bias"})
 ADDEND_OPS = ("addmm", "addbmm", "baddbmm", "addmv", "addr", "_addmm_activation")
@@ -94,9 +104,12 @@ def round_tf32(x: torch.Tensor) -> torch.Tensor:
 
 
 def round_to(x: torch.Tensor, dtype: torch.dtype, policy: NumericsPolicy) -> torch.Tensor:
-    """An FP32 result rounded once to ``dtype`` under ``policy`` (RNE or stochastic)."""
+    """An FP32 result rounded once to ``dtype`` under ``policy`` (RNE or stochastic; an integer ``dtype``: the
+    FP32 result of an op with no integer datapath, converted back)."""
     if x.dtype == dtype:
         return x
+    if not dtype.is_floating_point:
+        return integer_from_fp32(x, dtype)
     if policy.stochastic_rounding and x.dtype == torch.float32 and dtype in _FORMATS:
         return round_stochastic(x, dtype, numerics.generator)
     return x.to(dtype)
@@ -114,7 +127,10 @@ _ROUND_TARGETS = {"bf16": torch.bfloat16, "f16": torch.float16, "fp8_e4m3": torc
 
 def round_node(x: torch.Tensor, *, target: str, stochastic: bool, dtype: torch.dtype) -> torch.Tensor:
     """The compiler's ``numerics_round`` IR op: ``x`` rounded to ``target`` (``bf16``/``f16``/``fp8_e4m3``/
-    ``tf32``; RNE, or stochastic when ``stochastic``), stored as ``dtype``."""
+    ``tf32``; RNE, or stochastic when ``stochastic``), stored as ``dtype``; ``target="int"``: the FP32 result of
+    an op with no integer datapath converted back to the integer ``dtype``."""
+    if target == "int":
+        return integer_from_fp32(x, dtype)
     x32 = x.float()
     if target == "tf32":
         return round_tf32(x32).to(dtype)
@@ -134,6 +150,8 @@ def call(info: Any, hargs: list[Any], kwargs: dict[str, Any]) -> Any:
         _check_range(info.name, valid, hargs)
     if cls == "matmul" and (policy.autocast != "none" or _any_not_fp32(hargs, kwargs)):
         out = _fp32_call(info, hargs, kwargs, policy, _matmul_prep(info, hargs, policy))
+    elif cls == "scatter" and _integer_data(info, hargs, kwargs):
+        out = _fp32_call(info, hargs, kwargs, policy, _scatter_prep(info))
     elif cls != "integer" and _needs_fp32(hargs, kwargs, policy):
         out = _fp32_call(info, hargs, kwargs, policy, _elementwise_prep(policy))
     else:
@@ -176,13 +194,46 @@ def _matmul_prep(info: Any, hargs: list[Any], policy: NumericsPolicy) -> Prep:
     skip_self = info.name in ADDEND_OPS
 
     def prep(t: torch.Tensor, pos: int) -> torch.Tensor:
-        if not t.is_floating_point():
-            return t.float()  # integer matmul: through FP32
+        if no_integer_datapath(t.dtype):
+            return integer_to_fp32(t)  # integer matmul: through FP32 (EVRF035)
         name = schema[pos].name if 0 <= pos < len(schema) else ""
         operand = name not in NOT_OPERANDS and not (skip_self and pos == 0)
         if t.dtype == torch.float32:
             return autocast_round(t, policy) if cast and operand else t
         return t.float() if t.dtype in LOW_FLOATS else t
+
+    return prep
+
+
+def _data_args(info: Any, hargs: list[Any], kwargs: dict[str, Any]) -> list[tuple[int, Any]]:
+    schema = info.op._schema.arguments
+    names = [a.name for a in schema]
+    pos = [(i, a) for i, a in enumerate(hargs) if i >= len(names) or names[i] not in INDEX_ARGS]
+    return pos + [(-1, v) for k, v in kwargs.items() if k not in INDEX_ARGS]
+
+
+def scatter_computes(names: list[str], args: Any, kwargs: Any) -> bool:
+    """Whether a ``scatter``-class op combines values (``index_put`` only with ``accumulate=True``; a plain
+    scatter overwrites and keeps integers exact). ``names`` are the schema's argument names."""
+    if "accumulate" not in names:
+        return True
+    pos = names.index("accumulate")
+    return bool(args[pos] if pos < len(args) else dict(kwargs).get("accumulate", False))
+
+
+def _integer_data(info: Any, hargs: list[Any], kwargs: dict[str, Any]) -> bool:
+    """Whether a scatter-with-compute combines integer data (its index aside)."""
+    if not scatter_computes([a.name for a in info.op._schema.arguments], hargs, kwargs):
+        return False
+    return any(isinstance(a, _Tensor) and no_integer_datapath(a.dtype) for _, a in _data_args(info, hargs, kwargs))
+
+
+def _scatter_prep(info: Any) -> Prep:
+    schema = info.op._schema.arguments
+
+    def prep(t: torch.Tensor, pos: int) -> torch.Tensor:
+        index = 0 <= pos < len(schema) and schema[pos].name in INDEX_ARGS
+        return integer_to_fp32(t) if not index and no_integer_datapath(t.dtype) else t
 
     return prep
 
@@ -348,5 +399,5 @@ def _check_range(name: str, valid: Any, hargs: list[Any]) -> None:
 
 __all__ = [
     "LOW_FLOATS", "autocast_round", "call", "check_activation_range", "classify", "round_node", "round_stochastic",
-    "round_tf32", "round_to", "tile_cast",
+    "round_tf32", "round_to", "scatter_computes", "tile_cast",
 ]  # fmt: skip
