@@ -14,6 +14,9 @@ Under ``exact`` it returns the graph unchanged. int64 is handled by ``legalize_d
 downcast). Integer data of the ops with no integer datapath (``matmul`` nodes and the registry's
 ``scatter`` class, e.g. ``scatter_add``) is ``cast`` to f32, computed in f32 and converted back by a
 ``numerics_round`` to the integer dtype (:func:`~trn_notebook.device.numerics.integer_from_fp32`, as eager).
+The input of an activation with a documented ScalarE valid range (the record's ``valid_range``) is read
+through a ``numerics_check`` node: the same :class:`~trn_notebook.device.numerics.NeuronNumericsWarning` as
+eager, naming the op, the range and the node's user source line, once per op and line.
 """
 
 from __future__ import annotations
@@ -61,6 +64,7 @@ class _Rewriter:
 
     def emit(self, src: Ref, t: TensorType, op: str, kwargs: tuple[tuple[str, Any], ...], source: str) -> Ref:
         new = self.fresh()
+        self.types[new] = t
         self.nodes.append(Node((new,), (t,), op, (src,), kwargs, source))
         return Ref(new)
 
@@ -114,11 +118,23 @@ class _Rewriter:
                 self.nodes.append(Node((o,), (t,), "numerics_round", (Ref(fp32),), kwargs, n.source))
         return True
 
+    def checked(self, n: Node, op: str) -> Node:
+        """``n`` reading its input through a ``numerics_check`` of activation ``op``'s valid range."""
+        a = n.args[0] if n.args else None
+        t = self.types.get(a.name) if isinstance(a, Ref) else None
+        if not isinstance(a, Ref) or t is None or t.dtype not in (_LOW | {"f32"}):
+            return n
+        ref = self.emit(a, t, "numerics_check", (("op", op), ("source", n.source)), n.source)
+        return n.with_(args=(ref, *n.args[1:]))
+
     def node(self, n: Node) -> None:
         d = OPS.get(n.op)
-        if d is None or d.kind in ("view", "copy", "factory") or n.op in ("cast", "numerics_round"):
+        if d is None or d.kind in ("view", "copy", "factory") or n.op in ("cast", "numerics_round", "numerics_check"):
             self.nodes.append(n)
             return
+        activation = _activation_ops().get(n.op)
+        if activation is not None:
+            n = self.checked(n, activation)
         matmul = d.kind == "matmul"
         if (matmul or n.op in _scatter_ops()) and self.integer_node(n, _operand_names(n.op)):
             return
@@ -170,7 +186,19 @@ class _Rewriter:
 
 
 _scatter_cache: dict[int, frozenset[str]] = {}  # registry version -> IR names (derived; kept across resets)
-_state.register("numerics_scatter_ops", _state.Globals(__name__, "_scatter_cache"), reset=False)
+_activation_cache: dict[int, dict[str, str]] = {}  # registry version -> {IR name: record name}
+_state.register("numerics_pass_ops", _state.Globals(__name__, "_scatter_cache", "_activation_cache"), reset=False)
+
+
+def _activation_ops() -> dict[str, str]:
+    """IR ops of the records with a ScalarE valid range -> the record's name, per registry version."""
+    hit = _activation_cache.get(registry.version)
+    if hit is None:
+        _activation_cache.clear()
+        hit = _activation_cache[registry.version] = {
+            ir: r.name for r in registry.records() if r.valid_range is not None for _, ir in r.lower
+        }
+    return hit
 
 
 def _scatter_ops() -> frozenset[str]:

@@ -20,6 +20,7 @@ there: ``numerics.active``). Per class (:meth:`~.registry.OpRecord.numerics_clas
 
 from __future__ import annotations
 
+import re
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -370,7 +371,26 @@ def check_activation_range(name: str, x: torch.Tensor) -> None:
         _check_range(name, record.valid_range, [x])
 
 
-def _check_range(name: str, valid: Any, hargs: list[Any]) -> None:
+def check_node(x: torch.Tensor, *, op: str, source: str) -> torch.Tensor:
+    """The compiler's ``numerics_check`` IR op (``trainium`` graphs only): :func:`_check_range` of activation
+    ``op``'s input ``x`` (its record's valid range), warned once per op and user source line; returns ``x``."""
+    record = _registry.get(op)
+    if record is not None and record.valid_range is not None:
+        _check_range(op, record.valid_range, [x], _source_where(source))
+    return x
+
+
+_SOURCE_RE = re.compile(r"^(.*?):(\d+)(?:\s|$)")
+_CELL_RE = re.compile(r"^(cell \[\d+\]) line (\d+)")
+
+
+def _source_where(source: str) -> tuple[str, int]:
+    """``(filename, line)`` of an IR node's source text (``file:line`` or ``cell [N] line L``)."""
+    m = _SOURCE_RE.match(source) or _CELL_RE.match(source)
+    return (m.group(1), int(m.group(2))) if m else (source or "<compiled graph>", 0)
+
+
+def _check_range(name: str, valid: Any, hargs: list[Any], where: tuple[str, int] | None = None) -> None:
     x = hargs[0] if hargs else None
     if not isinstance(x, _Tensor) or not x.is_floating_point() or x.numel() == 0:
         return
@@ -380,7 +400,7 @@ def _check_range(name: str, valid: Any, hargs: list[Any]) -> None:
     count = int(bad.sum())
     if not count:
         return
-    where = user_frame() or ("<unknown>", 0)
+    where = where or user_frame() or ("<unknown>", 0)
     key = (name, f"{where[0]}:{where[1]}")
     if key in numerics.warned:
         return
@@ -398,6 +418,6 @@ def _check_range(name: str, valid: Any, hargs: list[Any]) -> None:
 
 
 __all__ = [
-    "LOW_FLOATS", "autocast_round", "call", "check_activation_range", "classify", "round_node", "round_stochastic",
+    "LOW_FLOATS", "autocast_round", "call", "check_activation_range", "check_node", "classify", "round_node", "round_stochastic",
     "round_tf32", "round_to", "scatter_computes", "tile_cast",
 ]  # fmt: skip
