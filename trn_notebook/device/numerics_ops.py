@@ -68,7 +68,11 @@ def classify(op: torch._ops.OpOverload) -> tuple[NumericsClass, Any]:
         return hit[1], hit[2]
     name = op._schema.name.split("::", 1)[-1]
     record = _registry.rule(name, op)
-    entry = (_registry.version, record.numerics_class(op), record.valid_range)
+    valid = record.valid_range
+    if name.startswith("_foreach_"):  # _foreach_sqrt(_): the per-tensor op's range, checked on every tensor
+        base = _registry.get(name.removeprefix("_foreach_").rstrip("_"))
+        valid = base.valid_range if base is not None else None
+    entry = (_registry.version, record.numerics_class(op), valid)
     _classes[op] = entry
     return entry[1], entry[2]
 
@@ -392,6 +396,10 @@ def _source_where(source: str) -> tuple[str, int]:
 
 def _check_range(name: str, valid: Any, hargs: list[Any], where: tuple[str, int] | None = None) -> None:
     x = hargs[0] if hargs else None
+    if isinstance(x, list | tuple):  # a foreach op's list: each tensor, the first out of range warns
+        for t in x:
+            _check_range(name, valid, [t], where)
+        return
     if not isinstance(x, _Tensor) or not x.is_floating_point() or x.numel() == 0:
         return
     v = x.detach().float()
