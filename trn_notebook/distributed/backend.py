@@ -22,6 +22,7 @@ import torch.distributed as dist
 from .. import state as _state
 from ..device.clocks import clocks
 from ..device.numerics import integer_from_fp32, integer_to_fp32, no_integer_datapath
+from ..device.numerics import numerics as _numerics
 from ..device.registration import is_registered
 from ..device.runtime import host_view
 from ..device.streams import note_collective_end
@@ -142,7 +143,7 @@ def _make_kernel(name: str, kind: str, async_index: int | None) -> Any:
         host_args = tuple(_to_host(a, seen) for a in args)
         t0 = time.perf_counter()
         stand_ins: list[tuple[torch.Tensor, torch.Tensor]] = []
-        if kind in _REDUCING:  # integers through FP32 under trainium (no integer reduction datapath)
+        if _numerics.active and kind in _REDUCING:  # integers through FP32 (no integer reduction datapath)
             host_args = tuple(_fp32_integers(a, seen, stand_ins) if i < 2 else a for i, a in enumerate(host_args))
         result = op(*host_args)
         if stand_ins:
