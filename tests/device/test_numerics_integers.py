@@ -91,3 +91,28 @@ def test_scatter_add_of_floats_keeps_the_elementwise_path() -> None:
     with trn_notebook.numerics("trainium"):
         got = x.to(N).scatter_add(0, idx.to(N), src.to(N)).cpu()
     assert torch.equal(got, x.scatter_add(0, idx, src))
+
+
+def test_integer_ops_through_fp32_warn_once_per_line_as_neuronx_cc_does() -> None:
+    """neuronx-cc's default posture downcasts these ops with a warning (release-notes compiler.rst L28)."""
+    import inspect
+    import warnings
+
+    a, b, i = _operands(torch.int32, False)
+    with trn_notebook.numerics("trainium"), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        line = inspect.currentframe().f_lineno + 2  # type: ignore[union-attr]
+        for _ in range(3):
+            _ = a.to(N) @ b.to(N)  # one warning for this line
+        a.to(N)[0].scatter_add(0, i.to(N), b.to(N)[0])
+        _ = a.to(N).float() @ b.to(N).float()  # floats: no warning
+    msgs = [w for w in caught if issubclass(w.category, trn_notebook.NeuronNumericsWarning)]
+    assert [str(m.message).split(": ")[0] for m in msgs] == [
+        "aten::mm on torch.int32",
+        "aten::scatter_add on torch.int32",
+    ]
+    assert "EVRF035" in str(msgs[0].message) and "EVRF060" in str(msgs[1].message) and "2^24" in str(msgs[0].message)
+    assert msgs[0].filename == __file__ and msgs[0].lineno == line
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _ = a.to(N) @ b.to(N)  # exact mode: CPU integer matmul, no warning

@@ -24,8 +24,8 @@ from __future__ import annotations
 from typing import Any
 
 from .. import state as _state
-from ..device.numerics import NumericsPolicy, numerics
-from ..device.numerics_ops import ADDEND_OPS, INDEX_ARGS, NOT_OPERANDS, scatter_computes
+from ..device.numerics import NumericsPolicy, numerics, warn_integer_fp32
+from ..device.numerics_ops import ADDEND_OPS, INDEX_ARGS, NOT_OPERANDS, scatter_computes, source_where
 from ..device.policy import registry
 from .ir import DType, Graph, Node, Ref, TensorType
 from .ops import OPS
@@ -102,6 +102,8 @@ class _Rewriter:
         ]
         if not data:
             return False
+        engine = "dot" if OPS[n.op].kind == "matmul" else "scatter"
+        warn_integer_fp32(f"compiled {n.op}", data[0][2].torch_dtype, engine, source_where(n.source))
         f32 = DType("f32")
         args = list(n.args)
         for pos, ref, t in data:

@@ -148,6 +148,36 @@ def integer_from_fp32(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return x.to(dtype)
 
 
+# aws-neuron-sdk compiler/error-codes page of each engine with no integer datapath
+INTEGER_CODES = (("dot", "EVRF035"), ("scatter", "EVRF060"), ("all_reduce", "EVRF061"), ("reduce_scatter", "EVRF063"))
+
+
+def warn_integer_fp32(op: str, dtype: torch.dtype, engine: str, where: tuple[str, int] | None = None) -> None:
+    """Warn (:class:`NeuronNumericsWarning`, once per op and user source line) that ``op`` computes its
+    ``dtype`` data through FP32 (``engine``: ``dot``/``scatter``/``all_reduce``/``reduce_scatter``), as
+    neuronx-cc warns by default (aws-neuron-sdk release-notes/components/compiler.rst L28)."""
+    import warnings
+
+    from .placement import user_frame
+
+    where = where or user_frame() or ("<unknown>", 0)
+    key = (f"integer:{op}", f"{where[0]}:{where[1]}")
+    if key in numerics.warned:
+        return
+    numerics.warned.add(key)
+    code = dict(INTEGER_CODES)[engine]
+    warnings.warn_explicit(
+        f"{op} on {dtype}: Trainium has no integer datapath for {engine}, so the integer operands are converted "
+        f"to FP32, computed and converted back: exact only while values stay within 2^24 (source: aws-neuron-sdk "
+        f"compiler/error-codes/{code}.rst; neuronx-cc warns by default, --implicit-integer-downcast). Cast to "
+        "float32 yourself to make it explicit, or keep this integer math on the CPU",
+        NeuronNumericsWarning,
+        where[0],
+        where[1],
+        "trn_notebook",
+    )
+
+
 def _one_of(name: str, value: object, valid: tuple[str, ...]) -> None:
     if value not in valid:
         raise ValueError(f"numerics {name}={value!r} is not valid; use one of {', '.join(map(repr, valid))}")
@@ -340,4 +370,5 @@ __all__ = [
     "numerics_scope",
     "parse_numerics",
     "set_numerics",
+    "warn_integer_fp32",
 ]

@@ -35,6 +35,7 @@ from .numerics import (
     integer_to_fp32,
     no_integer_datapath,
     numerics,
+    warn_integer_fp32,
 )
 from .placement import user_frame
 from .policy import policy as _registry
@@ -154,8 +155,12 @@ def call(info: Any, hargs: list[Any], kwargs: dict[str, Any]) -> Any:
     if valid is not None:
         _check_range(info.name, valid, hargs)
     if cls == "matmul" and (policy.autocast != "none" or _any_not_fp32(hargs, kwargs)):
+        ints = [t.dtype for t in _tensors(hargs, kwargs) if no_integer_datapath(t.dtype)]
+        if ints:
+            warn_integer_fp32(f"aten::{info.name}", ints[0], "dot")
         out = _fp32_call(info, hargs, kwargs, policy, _matmul_prep(info, hargs, policy))
     elif cls == "scatter" and _integer_data(info, hargs, kwargs):
+        warn_integer_fp32(f"aten::{info.name}", _integer_dtype(info, hargs, kwargs), "scatter")
         out = _fp32_call(info, hargs, kwargs, policy, _scatter_prep(info))
     elif cls != "integer" and _needs_fp32(hargs, kwargs, policy):
         out = _fp32_call(info, hargs, kwargs, policy, _elementwise_prep(policy))
@@ -231,6 +236,13 @@ def _integer_data(info: Any, hargs: list[Any], kwargs: dict[str, Any]) -> bool:
     if not scatter_computes([a.name for a in info.op._schema.arguments], hargs, kwargs):
         return False
     return any(isinstance(a, _Tensor) and no_integer_datapath(a.dtype) for _, a in _data_args(info, hargs, kwargs))
+
+
+def _integer_dtype(info: Any, hargs: list[Any], kwargs: dict[str, Any]) -> torch.dtype:
+    """The dtype of a scatter-with-compute's first integer data tensor."""
+    return next(
+        a.dtype for _, a in _data_args(info, hargs, kwargs) if isinstance(a, _Tensor) and no_integer_datapath(a.dtype)
+    )
 
 
 def _scatter_prep(info: Any) -> Prep:
@@ -380,7 +392,7 @@ def check_node(x: torch.Tensor, *, op: str, source: str) -> torch.Tensor:
     ``op``'s input ``x`` (its record's valid range), warned once per op and user source line; returns ``x``."""
     record = _registry.get(op)
     if record is not None and record.valid_range is not None:
-        _check_range(op, record.valid_range, [x], _source_where(source))
+        _check_range(op, record.valid_range, [x], source_where(source))
     return x
 
 
@@ -388,7 +400,7 @@ _SOURCE_RE = re.compile(r"^(.*?):(\d+)(?:\s|$)")
 _CELL_RE = re.compile(r"^(cell \[\d+\]) line (\d+)")
 
 
-def _source_where(source: str) -> tuple[str, int]:
+def source_where(source: str) -> tuple[str, int]:
     """``(filename, line)`` of an IR node's source text (``file:line`` or ``cell [N] line L``)."""
     m = _SOURCE_RE.match(source) or _CELL_RE.match(source)
     return (m.group(1), int(m.group(2))) if m else (source or "<compiled graph>", 0)
@@ -427,5 +439,5 @@ def _check_range(name: str, valid: Any, hargs: list[Any], where: tuple[str, int]
 
 __all__ = [
     "LOW_FLOATS", "autocast_round", "call", "check_activation_range", "check_node", "classify", "round_node", "round_stochastic",
-    "round_tf32", "round_to", "scatter_computes", "tile_cast",
+    "round_tf32", "round_to", "scatter_computes", "source_where", "tile_cast",
 ]  # fmt: skip

@@ -21,7 +21,7 @@ import torch.distributed as dist
 
 from .. import state as _state
 from ..device.clocks import clocks
-from ..device.numerics import integer_from_fp32, integer_to_fp32, no_integer_datapath
+from ..device.numerics import integer_from_fp32, integer_to_fp32, no_integer_datapath, warn_integer_fp32
 from ..device.numerics import numerics as _numerics
 from ..device.registration import is_registered
 from ..device.runtime import host_view
@@ -145,6 +145,8 @@ def _make_kernel(name: str, kind: str, async_index: int | None) -> Any:
         stand_ins: list[tuple[torch.Tensor, torch.Tensor]] = []
         if _numerics.active and kind in _REDUCING:  # integers through FP32 (no integer reduction datapath)
             host_args = tuple(_fp32_integers(a, seen, stand_ins) if i < 2 else a for i, a in enumerate(host_args))
+            if stand_ins:
+                warn_integer_fp32(f"c10d::{name}", stand_ins[0][1].dtype, kind)
         result = op(*host_args)
         if stand_ins:
             _write_back_integers(result, stand_ins)
