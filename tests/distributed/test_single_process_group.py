@@ -70,3 +70,24 @@ def test_an_explicit_backend_keeps_pytorchs_own_mapping(tmp_path, fresh_device):
             dist.all_reduce(torch.ones(2, device="neuron"))
     finally:
         dist.destroy_process_group()
+
+
+def test_integer_all_reduce_goes_through_fp32_under_trainium(neuron_group):
+    """Issue 27 (EVRF061): the collective engine reduces integers in FP32; 2^24 + 1 is no FP32 value."""
+    import trn_notebook
+
+    values = [2**24 + 1, 2**24 - 1, -3]
+    t = torch.tensor(values, dtype=torch.int32, device="neuron")
+    with trn_notebook.numerics("trainium"), pytest.warns(trn_notebook.NeuronNumericsWarning, match="EVRF061"):
+        dist.all_reduce(t)
+        work = dist.all_reduce(u := torch.tensor(values, device="neuron"), async_op=True)  # int64, async
+        work.wait()
+        floats = torch.tensor([0.5, 2.0**24 + 2], device="neuron")
+        dist.all_reduce(floats)
+    reference = torch.tensor(values).float().to(torch.int32)
+    assert torch.equal(t.cpu(), reference) and t.cpu().tolist() == [2**24, 2**24 - 1, -3]
+    assert u.dtype == torch.int64 and u.cpu().tolist() == [2**24, 2**24 - 1, -3]
+    assert floats.cpu().tolist() == [0.5, 2.0**24 + 2]
+    exact = torch.tensor(values, dtype=torch.int32, device="neuron")
+    dist.all_reduce(exact)  # exact mode: gloo's integer sum
+    assert exact.cpu().tolist() == values

@@ -269,7 +269,7 @@ def memory(rank: int, world: int) -> None:
 
 def everything(rank: int, world: int) -> None:
     """One spawn for CI (imports dominate on 2 cores): collectives, DDP, TP, FSDP2, memory."""
-    for fn in (collectives, ddp, tensor_parallel, fsdp, memory):
+    for fn in (collectives, integer_all_reduce, ddp, tensor_parallel, fsdp, memory):
         fn(rank, world)
 
 
@@ -307,3 +307,32 @@ def full_tensor_many(rank: int, world: int, iters: int) -> None:
         full = dt.full_tensor()
         if i % 500 == 0 or i == iters - 1:
             assert torch.equal(full.cpu(), whole), f"gather {i}"
+
+
+def integer_all_reduce(rank: int, world: int) -> None:
+    """Issue 27: under ``trainium`` an integer all-reduce / reduce-scatter on neuron sums in FP32 (EVRF061,
+    EVRF063): equal to gloo's exact CPU result below 2^24, equal to the FP32 sum cast back above it."""
+    import trn_notebook
+
+    big = 2**24
+    mine = torch.tensor([big if rank == 0 else 1, 3 + rank, 5 * big + rank, -7], dtype=torch.int32)
+    every = [torch.tensor([big if r == 0 else 1, 3 + r, 5 * big + r, -7], dtype=torch.int32) for r in range(world)]
+    exact = torch.stack(every).sum(0, dtype=torch.int32)
+    fp32 = torch.zeros(4)
+    for t in every:  # rank order; with 2 ranks any order gives the same FP32 sum
+        fp32 = fp32 + t.float()
+    reference = fp32.to(torch.int32)
+    cpu = mine.clone()
+    dev = mine.to("neuron")
+    with trn_notebook.numerics("trainium"):
+        dist.all_reduce(cpu)  # CPU tensors are not the device's: gloo's exact sum
+        dist.all_reduce(dev)
+        shard = torch.zeros(2, dtype=torch.int32, device="neuron")
+        dist.reduce_scatter_tensor(shard, mine.to("neuron"))
+    assert torch.equal(cpu, exact), (cpu, exact)
+    assert torch.equal(dev.cpu(), reference), (rank, dev.cpu(), reference)
+    assert torch.equal(shard.cpu(), reference[2 * rank : 2 * rank + 2]), (rank, shard.cpu())
+    assert reference[1] == exact[1] and reference[3] == exact[3]  # below 2^24: exact
+    assert reference[0] != exact[0]  # 2^24 + 1 is no FP32 value
+    dist.all_reduce(dev)  # exact mode again: gloo's integer sum of what each rank holds
+    assert torch.equal(dev.cpu(), reference * world)

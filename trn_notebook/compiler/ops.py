@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from ..device.numerics_ops import round_node
+from ..device.numerics_ops import check_node, round_node
 from ..device.policy import registry
 from ..device.registry import IR_KINDS
 from .decompositions import DECOMPOSITIONS
@@ -98,7 +98,10 @@ _build()
 OPS["kernel_call"] = OpDef("kernel_call", "library", kernel_call)
 # The numerics policy's rounding (trainium mode, inserted by the numerics pass; device/numerics_ops.py)
 OPS["numerics_round"] = OpDef("numerics_round", "pointwise", round_node)
-IR_ONLY = frozenset({"kernel_call", "custom_call", "numerics_round"})  # IR ops no ATen record defines
+# The ScalarE valid-range check of an activation's input (trainium graphs only): returns its input, a view
+# (no cost, no bytes: a simulator check, not a hardware instruction)
+OPS["numerics_check"] = OpDef("numerics_check", "view", check_node)
+IR_ONLY = frozenset({"kernel_call", "custom_call", "numerics_round", "numerics_check"})  # IR ops no ATen record defines
 
 
 def _histc(x: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:

@@ -13,7 +13,6 @@ import torch
 
 from . import config as _config
 from .dispatch import DirectKernel, _reject_dtype, flags, record_sync, record_transfer, run_op
-from .numerics import numerics as _numerics
 from .policy import REJECTED_DTYPES, registry
 from .registry import memory_format_error
 from .runtime import _CPU_KEYSET, _set_storage, empty, host_storage, host_view, new_storage
@@ -276,21 +275,6 @@ def neuron_storage(nbytes: int) -> torch.UntypedStorage:
     return new_storage(host)
 
 
-class ForeachKernel(DirectKernel):
-    """A foreach overload's kernel: one fused launch over its lists; under the trainium numerics policy (which
-    rounds op by op) torch's per-tensor composite kernel, each op through the device."""
-
-    __slots__ = ()
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if _numerics.active:
-            return self.op._op_dk(_COMPOSITE, *args, **kwargs)
-        return DirectKernel.__call__(self, *args, **kwargs)
-
-
-_COMPOSITE = torch._C.DispatchKey.CompositeExplicitAutograd
-
-
 def direct_overloads() -> list[str]:
     """Overloads whose record asks for a direct kernel (``"add.Tensor"``): hot functional ops skip
     ``empty`` + ``.out`` (roughly halving their cost); ops whose generic (CompositeExplicitAutograd)
@@ -326,6 +310,6 @@ def register_kernels(lib: torch.library.Library) -> list[str]:
         base, _, overload = name.partition(".")
         packet = getattr(torch.ops.aten, base)
         op = getattr(packet, overload or "default")
-        lib.impl(name, (ForeachKernel if base.startswith("_foreach_") else DirectKernel)(op), "PrivateUse1")
+        lib.impl(name, DirectKernel(op), "PrivateUse1")  # foreach ops: one launch, under trainium too
         names.append(name)
     return names

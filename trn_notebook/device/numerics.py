@@ -44,7 +44,11 @@ SOURCED: tuple[tuple[str, str], ...] = (
     ("VectorE/ScalarE compute in FP32 with casts at the boundaries", f"{_DOCS} nki/guides/architecture/trainium_inferentia2_arch.rst L312-318, L418-423"),
     ("ScalarE activation valid input ranges (log, sin, arctan, sqrt, rsqrt, reciprocal)", f"{_DOCS} nki/api/nki.api.shared.rst L137-175"),
     ("RNE rounding; stochastic rounding off by default, seed default 0", f"{_DOCS} neuron-runtime/guides/nrt-developer-guide.rst L1067, L1112"),
-    ("int64 downcast to int32; integer matmul/all-reduce computed in FP32 (lossy above 2^24)", "trn2-model-figures.md 'Numerics' (neuronx-cc --native-int64)"),
+    ("int64 downcast to int32 (neuronx-cc --native-int64 off)", "trn2-model-figures.md 'Numerics'"),
+    ("no integer datapath: integer matmul, scatter-with-compute (scatter_add, index_add, scatter_reduce), all-reduce "
+     "and reduce-scatter convert operands to FP32, compute, convert back (lossy above 2^24)",
+     f"{_DOCS} compiler/error-codes/EVRF035.rst L11-18, EVRF060.rst L11-18, EVRF061.rst L11-16, EVRF063.rst L11-16; "
+     "release-notes/components/compiler.rst L28 (default: downcast with a warning)"),
 )  # fmt: skip
 ASSUMED: tuple[str, ...] = (
     "ScalarE approximation error: not published; activations inside their range return the CPU FP32 value",
@@ -58,6 +62,9 @@ ASSUMED: tuple[str, ...] = (
     "stochastic rounding draws from one seeded torch.Generator per session (the hardware's RNG is not published)",
     "mixed_precision_accumulation=False is not modeled below FP32 (the CPU kernels accumulate in FP32)",
     "int64 downcast wraps values modulo 2^32 (two's complement), as a C int32 conversion does",
+    "integer ops through FP32: the FP32 result converts back as the CPU's float-to-int cast does (toward zero; "
+    "out of the integer range: the CPU's result); int32 matmul on trn1 (documented as native there) is also "
+    "computed through FP32; an integer all-reduce sums in gloo's order",
     "TorchNeuron's own fp32 and stochastic-rounding defaults: not documented; fp32 stays fp32",
 )  # fmt: skip
 
@@ -119,6 +126,56 @@ class NumericsPolicy:
 
 
 _CAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "tf32": torch.float32, "fp8_e4m3": torch.float8_e4m3fn}
+
+
+FP32_EXACT_INTEGERS = 2**24  # every integer of magnitude <= 2^24 is an FP32 value; above it FP32 loses the low bits
+
+
+def no_integer_datapath(dtype: torch.dtype) -> bool:
+    """Whether an operand of ``dtype`` goes through FP32 on an op with no integer datapath (TensorE dot,
+    scatter-with-compute, the collectives' reduction) under the policy in force: ``trainium`` and an
+    integer dtype other than bool (aws-neuron-sdk compiler/error-codes/EVRF035, EVRF060, EVRF061, EVRF063)."""
+    return numerics.active and not dtype.is_floating_point and not dtype.is_complex and dtype != torch.bool
+
+
+def integer_to_fp32(t: torch.Tensor) -> torch.Tensor:
+    """An integer operand as an op with no integer datapath sees it: converted to FP32 (RNE above 2^24)."""
+    return t.to(torch.float32)
+
+
+def integer_from_fp32(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """An FP32 result of an integer op converted back to the op's integer ``dtype`` (the values are integral)."""
+    return x.to(dtype)
+
+
+# aws-neuron-sdk compiler/error-codes page of each engine with no integer datapath
+INTEGER_CODES = (("dot", "EVRF035"), ("scatter", "EVRF060"), ("all_reduce", "EVRF061"), ("reduce_scatter", "EVRF063"))
+
+
+def warn_integer_fp32(op: str, dtype: torch.dtype, engine: str, where: tuple[str, int] | None = None) -> None:
+    """Warn (:class:`NeuronNumericsWarning`, once per op and user source line) that ``op`` computes its
+    ``dtype`` data through FP32 (``engine``: ``dot``/``scatter``/``all_reduce``/``reduce_scatter``), as
+    neuronx-cc warns by default (aws-neuron-sdk release-notes/components/compiler.rst L28)."""
+    import warnings
+
+    from .placement import user_frame
+
+    where = where or user_frame() or ("<unknown>", 0)
+    key = (f"integer:{op}", f"{where[0]}:{where[1]}")
+    if key in numerics.warned:
+        return
+    numerics.warned.add(key)
+    code = dict(INTEGER_CODES)[engine]
+    warnings.warn_explicit(
+        f"{op} on {dtype}: Trainium has no integer datapath for {engine}, so the integer operands are converted "
+        f"to FP32, computed and converted back: exact only while values stay within 2^24 (source: aws-neuron-sdk "
+        f"compiler/error-codes/{code}.rst; neuronx-cc warns by default, --implicit-integer-downcast). Cast to "
+        "float32 yourself to make it explicit, or keep this integer math on the CPU",
+        NeuronNumericsWarning,
+        where[0],
+        where[1],
+        "trn_notebook",
+    )
 
 
 def _one_of(name: str, value: object, valid: tuple[str, ...]) -> None:
@@ -301,12 +358,17 @@ def numerics_scope(mode: str | NumericsPolicy = "trainium", **knobs: Any) -> Ite
 __all__ = [
     "ASSUMED",
     "ENV_VAR",
+    "FP32_EXACT_INTEGERS",
     "SOURCED",
     "NeuronNumericsWarning",
     "NumericsPolicy",
+    "integer_from_fp32",
+    "integer_to_fp32",
+    "no_integer_datapath",
     "numerics",
     "numerics_policy",
     "numerics_scope",
     "parse_numerics",
     "set_numerics",
+    "warn_integer_fp32",
 ]

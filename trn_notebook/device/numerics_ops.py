@@ -8,6 +8,8 @@ there: ``numerics.active``). Per class (:meth:`~.registry.OpRecord.numerics_clas
   upcast, the product computed in FP32 (TensorE/PSUM accumulate in FP32), every floating output rounded
   once to the dtype the op returns (RNE, or seeded stochastic rounding). Integer inputs go through FP32
   too (no integer datapath; exact only below 2^24).
+* ``scatter`` (scatter-with-compute: ``scatter_add``, ``index_add``, ``scatter_reduce``) — as ``elementwise``
+  for floats; integer data (not the index) through FP32 like an integer matmul (no integer datapath).
 * ``elementwise``/``reduction``/``activation`` — FP32 internal math with casts at the boundaries. The
   CPU kernels already compute low-precision inputs in FP32 and round once (RNE), so they run as they
   are unless stochastic rounding or ``autocast="all"`` needs the FP32 value; ``activation`` also
@@ -18,6 +20,7 @@ there: ``numerics.active``). Per class (:meth:`~.registry.OpRecord.numerics_clas
 
 from __future__ import annotations
 
+import re
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -25,14 +28,23 @@ from typing import Any
 import torch
 
 from .. import state as _state
-from .numerics import NeuronNumericsWarning, NumericsPolicy, numerics
+from .numerics import (
+    NeuronNumericsWarning,
+    NumericsPolicy,
+    integer_from_fp32,
+    integer_to_fp32,
+    no_integer_datapath,
+    numerics,
+    warn_integer_fp32,
+)
 from .placement import user_frame
 from .policy import policy as _registry
 from .registry import NumericsClass
 
 _Tensor = torch.Tensor
 LOW_FLOATS = frozenset({torch.bfloat16, torch.float16, torch.float8_e4m3fn, torch.float8_e5m2})
-_COMPUTING = frozenset({"matmul", "elementwise", "reduction", "activation", "integer"})
+_COMPUTING = frozenset({"matmul", "elementwise", "reduction", "activation", "scatter", "integer"})
+INDEX_ARGS = frozenset({"index", "indices"})  # a scatter's positions: integers that stay integers
 # Arguments of matmul-class ops that are not TensorE operands (added or masked after the product).
 NOT_OPERANDS = frozenset({"bias", "attn_mask", "input_bias"})
 ADDEND_OPS = ("addmm", "addbmm", "baddbmm", "addmv", "addr", "_addmm_activation")
@@ -57,7 +69,11 @@ def classify(op: torch._ops.OpOverload) -> tuple[NumericsClass, Any]:
         return hit[1], hit[2]
     name = op._schema.name.split("::", 1)[-1]
     record = _registry.rule(name, op)
-    entry = (_registry.version, record.numerics_class(op), record.valid_range)
+    valid = record.valid_range
+    if name.startswith("_foreach_"):  # _foreach_sqrt(_): the per-tensor op's range, checked on every tensor
+        base = _registry.get(name.removeprefix("_foreach_").rstrip("_"))
+        valid = base.valid_range if base is not None else None
+    entry = (_registry.version, record.numerics_class(op), valid)
     _classes[op] = entry
     return entry[1], entry[2]
 
@@ -94,9 +110,12 @@ def round_tf32(x: torch.Tensor) -> torch.Tensor:
 
 
 def round_to(x: torch.Tensor, dtype: torch.dtype, policy: NumericsPolicy) -> torch.Tensor:
-    """An FP32 result rounded once to ``dtype`` under ``policy`` (RNE or stochastic)."""
+    """An FP32 result rounded once to ``dtype`` under ``policy`` (RNE or stochastic; an integer ``dtype``: the
+    FP32 result of an op with no integer datapath, converted back)."""
     if x.dtype == dtype:
         return x
+    if not dtype.is_floating_point:
+        return integer_from_fp32(x, dtype)
     if policy.stochastic_rounding and x.dtype == torch.float32 and dtype in _FORMATS:
         return round_stochastic(x, dtype, numerics.generator)
     return x.to(dtype)
@@ -114,7 +133,10 @@ _ROUND_TARGETS = {"bf16": torch.bfloat16, "f16": torch.float16, "fp8_e4m3": torc
 
 def round_node(x: torch.Tensor, *, target: str, stochastic: bool, dtype: torch.dtype) -> torch.Tensor:
     """The compiler's ``numerics_round`` IR op: ``x`` rounded to ``target`` (``bf16``/``f16``/``fp8_e4m3``/
-    ``tf32``; RNE, or stochastic when ``stochastic``), stored as ``dtype``."""
+    ``tf32``; RNE, or stochastic when ``stochastic``), stored as ``dtype``; ``target="int"``: the FP32 result of
+    an op with no integer datapath converted back to the integer ``dtype``."""
+    if target == "int":
+        return integer_from_fp32(x, dtype)
     x32 = x.float()
     if target == "tf32":
         return round_tf32(x32).to(dtype)
@@ -133,7 +155,13 @@ def call(info: Any, hargs: list[Any], kwargs: dict[str, Any]) -> Any:
     if valid is not None:
         _check_range(info.name, valid, hargs)
     if cls == "matmul" and (policy.autocast != "none" or _any_not_fp32(hargs, kwargs)):
+        ints = [t.dtype for t in _tensors(hargs, kwargs) if no_integer_datapath(t.dtype)]
+        if ints:
+            warn_integer_fp32(f"aten::{info.name}", ints[0], "dot")
         out = _fp32_call(info, hargs, kwargs, policy, _matmul_prep(info, hargs, policy))
+    elif cls == "scatter" and _integer_data(info, hargs, kwargs):
+        warn_integer_fp32(f"aten::{info.name}", _integer_dtype(info, hargs, kwargs), "scatter")
+        out = _fp32_call(info, hargs, kwargs, policy, _scatter_prep(info))
     elif cls != "integer" and _needs_fp32(hargs, kwargs, policy):
         out = _fp32_call(info, hargs, kwargs, policy, _elementwise_prep(policy))
     else:
@@ -176,13 +204,53 @@ def _matmul_prep(info: Any, hargs: list[Any], policy: NumericsPolicy) -> Prep:
     skip_self = info.name in ADDEND_OPS
 
     def prep(t: torch.Tensor, pos: int) -> torch.Tensor:
-        if not t.is_floating_point():
-            return t.float()  # integer matmul: through FP32
+        if no_integer_datapath(t.dtype):
+            return integer_to_fp32(t)  # integer matmul: through FP32 (EVRF035)
         name = schema[pos].name if 0 <= pos < len(schema) else ""
         operand = name not in NOT_OPERANDS and not (skip_self and pos == 0)
         if t.dtype == torch.float32:
             return autocast_round(t, policy) if cast and operand else t
         return t.float() if t.dtype in LOW_FLOATS else t
+
+    return prep
+
+
+def _data_args(info: Any, hargs: list[Any], kwargs: dict[str, Any]) -> list[tuple[int, Any]]:
+    schema = info.op._schema.arguments
+    names = [a.name for a in schema]
+    pos = [(i, a) for i, a in enumerate(hargs) if i >= len(names) or names[i] not in INDEX_ARGS]
+    return pos + [(-1, v) for k, v in kwargs.items() if k not in INDEX_ARGS]
+
+
+def scatter_computes(names: list[str], args: Any, kwargs: Any) -> bool:
+    """Whether a ``scatter``-class op combines values (``index_put`` only with ``accumulate=True``; a plain
+    scatter overwrites and keeps integers exact). ``names`` are the schema's argument names."""
+    if "accumulate" not in names:
+        return True
+    pos = names.index("accumulate")
+    return bool(args[pos] if pos < len(args) else dict(kwargs).get("accumulate", False))
+
+
+def _integer_data(info: Any, hargs: list[Any], kwargs: dict[str, Any]) -> bool:
+    """Whether a scatter-with-compute combines integer data (its index aside)."""
+    if not scatter_computes([a.name for a in info.op._schema.arguments], hargs, kwargs):
+        return False
+    return any(isinstance(a, _Tensor) and no_integer_datapath(a.dtype) for _, a in _data_args(info, hargs, kwargs))
+
+
+def _integer_dtype(info: Any, hargs: list[Any], kwargs: dict[str, Any]) -> torch.dtype:
+    """The dtype of a scatter-with-compute's first integer data tensor."""
+    return next(
+        a.dtype for _, a in _data_args(info, hargs, kwargs) if isinstance(a, _Tensor) and no_integer_datapath(a.dtype)
+    )
+
+
+def _scatter_prep(info: Any) -> Prep:
+    schema = info.op._schema.arguments
+
+    def prep(t: torch.Tensor, pos: int) -> torch.Tensor:
+        index = 0 <= pos < len(schema) and schema[pos].name in INDEX_ARGS
+        return integer_to_fp32(t) if not index and no_integer_datapath(t.dtype) else t
 
     return prep
 
@@ -319,8 +387,31 @@ def check_activation_range(name: str, x: torch.Tensor) -> None:
         _check_range(name, record.valid_range, [x])
 
 
-def _check_range(name: str, valid: Any, hargs: list[Any]) -> None:
+def check_node(x: torch.Tensor, *, op: str, source: str) -> torch.Tensor:
+    """The compiler's ``numerics_check`` IR op (``trainium`` graphs only): :func:`_check_range` of activation
+    ``op``'s input ``x`` (its record's valid range), warned once per op and user source line; returns ``x``."""
+    record = _registry.get(op)
+    if record is not None and record.valid_range is not None:
+        _check_range(op, record.valid_range, [x], source_where(source))
+    return x
+
+
+_SOURCE_RE = re.compile(r"^(.*?):(\d+)(?:\s|$)")
+_CELL_RE = re.compile(r"^(cell \[\d+\]) line (\d+)")
+
+
+def source_where(source: str) -> tuple[str, int]:
+    """``(filename, line)`` of an IR node's source text (``file:line`` or ``cell [N] line L``)."""
+    m = _SOURCE_RE.match(source) or _CELL_RE.match(source)
+    return (m.group(1), int(m.group(2))) if m else (source or "<compiled graph>", 0)
+
+
+def _check_range(name: str, valid: Any, hargs: list[Any], where: tuple[str, int] | None = None) -> None:
     x = hargs[0] if hargs else None
+    if isinstance(x, list | tuple):  # a foreach op's list: each tensor, the first out of range warns
+        for t in x:
+            _check_range(name, valid, [t], where)
+        return
     if not isinstance(x, _Tensor) or not x.is_floating_point() or x.numel() == 0:
         return
     v = x.detach().float()
@@ -329,7 +420,7 @@ def _check_range(name: str, valid: Any, hargs: list[Any]) -> None:
     count = int(bad.sum())
     if not count:
         return
-    where = user_frame() or ("<unknown>", 0)
+    where = where or user_frame() or ("<unknown>", 0)
     key = (name, f"{where[0]}:{where[1]}")
     if key in numerics.warned:
         return
@@ -347,6 +438,6 @@ def _check_range(name: str, valid: Any, hargs: list[Any]) -> None:
 
 
 __all__ = [
-    "LOW_FLOATS", "autocast_round", "call", "check_activation_range", "classify", "round_node", "round_stochastic",
-    "round_tf32", "round_to", "tile_cast",
+    "LOW_FLOATS", "autocast_round", "call", "check_activation_range", "check_node", "classify", "round_node", "round_stochastic",
+    "round_tf32", "round_to", "scatter_computes", "source_where", "tile_cast",
 ]  # fmt: skip

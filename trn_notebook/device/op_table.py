@@ -37,6 +37,10 @@ RNG = "simulator: random numbers come from the host generator (TorchNeuron draws
 DYNAMIC = "output shape depends on data; the device needs static shapes"
 FFT = "FFT runs on the host"
 SORT, CUBIC = sort_flops, cubic_flops  # host cost of a fallback: n log n, 2·m·n·k
+# numerics=SCATTER: scatter-with-compute, no integer datapath (integers through FP32: aws-neuron-sdk
+# compiler/error-codes/EVRF060.rst L11-18 names scatter_add and index_add; index_put with accumulate=True is the
+# same scatter with an add, index_add's decomposition)
+SCATTER: Final = "scatter"
 # valid_range=: ScalarE activations' valid input ranges (aws-neuron-sdk nki/api/nki.api.shared.rst L137-175):
 # (lo, hi, as documented[, of |x|])
 PI: Final = 3.141592653589793
@@ -148,12 +152,12 @@ RECORDS = (
     op("_grouped_mm", NATIVE),
     op("hardtanh_backward", NATIVE, ir="hardtanh_backward", kind=POINTWISE),
     op("index", NATIVE, ir="index", over=("Tensor",), kind=LIBRARY, i64_index=True),
-    op("index_add", NATIVE),
+    op("index_add", NATIVE, numerics=SCATTER),
     op("index_copy", NATIVE, ir="index_copy", kind=LIBRARY, i64_index=True),  # static KV caches
     op("index_fill", NATIVE, ir="index_fill", over="*", kind=LIBRARY, i64_index=True),
-    op("index_put", NATIVE, ir="index_put", kind=LIBRARY, i64_index=True),
-    op("index_put_", NATIVE),
-    op("_index_put_impl_", NATIVE),
+    op("index_put", NATIVE, ir="index_put", kind=LIBRARY, i64_index=True, numerics=SCATTER),
+    op("index_put_", NATIVE, numerics=SCATTER),
+    op("_index_put_impl_", NATIVE, numerics=SCATTER),
     op("index_select", NATIVE, ir="index_select", kind=LIBRARY, i64_index=True),
     op("leaky_relu_backward", NATIVE, ir="leaky_relu_backward", kind=POINTWISE),
     op("linear", NATIVE, flops=MATMUL, autocast=LOWER),
@@ -220,8 +224,8 @@ RECORDS = (
         kind=MATMUL_K,
     ),
     op("scatter", NATIVE, ir="scatter", over="*", kind=LIBRARY, i64_index=True),
-    op("scatter_add", NATIVE, ir="scatter_add", kind=LIBRARY, i64_index=True),
-    op("scatter_reduce", NATIVE),
+    op("scatter_add", NATIVE, ir="scatter_add", kind=LIBRARY, i64_index=True, numerics=SCATTER),
+    op("scatter_reduce", NATIVE, numerics=SCATTER),
     op("sigmoid_backward", NATIVE, ir="sigmoid_backward", kind=POINTWISE),
     op("silu_backward", NATIVE, direct=("default",), ir="silu_backward", kind=POINTWISE, trans=True),
     op("_softmax", NATIVE, direct=("default",), ir="softmax", kind=REDUCTION, trans=True),

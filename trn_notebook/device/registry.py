@@ -49,11 +49,12 @@ Category = Literal["native", "cpu_fallback", "unsupported", "host_only"]
 CATEGORIES: tuple[Category, ...] = ("native", "cpu_fallback", "unsupported", "host_only")
 AutocastClass = Literal["lower", "float32"]
 # How an op follows the numerics policy (device/numerics_ops.py): TensorE matmul-class, VectorE/ScalarE
-# elementwise, reductions, ScalarE activations with a documented valid range, integer-only ops, data
-# movement (no arithmetic) and ops computed by the host CPU (fallbacks: CPU numerics on hardware too).
-NumericsClass = Literal["matmul", "elementwise", "reduction", "activation", "integer", "movement", "host"]
+# elementwise, reductions, ScalarE activations with a documented valid range, scatter-with-compute
+# (elementwise for floats; integers through FP32, no integer datapath: aws-neuron-sdk EVRF060), integer-only
+# ops, data movement (no arithmetic) and ops computed by the host CPU (fallbacks: CPU numerics on hardware too).
+NumericsClass = Literal["matmul", "elementwise", "reduction", "activation", "scatter", "integer", "movement", "host"]
 NUMERICS_CLASSES: tuple[NumericsClass, ...] = (
-    "matmul", "elementwise", "reduction", "activation", "integer", "movement", "host",
+    "matmul", "elementwise", "reduction", "activation", "scatter", "integer", "movement", "host",
 )  # fmt: skip
 IR_KINDS = ("view", "pointwise", "reduction", "matmul", "library", "copy", "factory")
 

@@ -21,6 +21,8 @@ import torch.distributed as dist
 
 from .. import state as _state
 from ..device.clocks import clocks
+from ..device.numerics import integer_from_fp32, integer_to_fp32, no_integer_datapath, warn_integer_fp32
+from ..device.numerics import numerics as _numerics
 from ..device.registration import is_registered
 from ..device.runtime import host_view
 from ..device.streams import note_collective_end
@@ -140,7 +142,14 @@ def _make_kernel(name: str, kind: str, async_index: int | None) -> Any:
         seen: dict[int, torch.Tensor] = {}
         host_args = tuple(_to_host(a, seen) for a in args)
         t0 = time.perf_counter()
+        stand_ins: list[tuple[torch.Tensor, torch.Tensor]] = []
+        if _numerics.active and kind in _REDUCING:  # integers through FP32 (no integer reduction datapath)
+            host_args = tuple(_fp32_integers(a, seen, stand_ins) if i < 2 else a for i, a in enumerate(host_args))
+            if stand_ins:
+                warn_integer_fp32(f"c10d::{name}", stand_ins[0][1].dtype, kind)
         result = op(*host_args)
+        if stand_ins:
+            _write_back_integers(result, stand_ins)
         _pending[:] = [w for w in _pending if not w.is_completed()]  # Python drops finished work, GIL held
         _pending.extend(_works(result))
         wall = time.perf_counter() - t0
@@ -155,6 +164,36 @@ def _make_kernel(name: str, kind: str, async_index: int | None) -> Any:
 
     kernel.__name__ = f"neuron_{name}"
     return kernel
+
+
+# The collectives whose reduction runs on the collective compute engine in FP32 (aws-neuron-sdk
+# compiler/error-codes/EVRF061.rst L11-16 all-reduce, EVRF063.rst L11-16 reduce-scatter)
+_REDUCING = frozenset({"all_reduce", "reduce_scatter"})
+
+
+def _fp32_integers(
+    value: Any, seen: dict[int, torch.Tensor], stand_ins: list[tuple[torch.Tensor, torch.Tensor]]
+) -> Any:
+    """Integer neuron tensors of a reducing collective replaced by FP32 copies (under ``trainium`` only)."""
+    if isinstance(value, torch.Tensor):
+        device = seen.get(id(value))
+        if device is None or not no_integer_datapath(value.dtype):
+            return value
+        copy = integer_to_fp32(value)
+        seen[id(copy)] = device
+        stand_ins.append((copy, value))
+        return copy
+    if isinstance(value, list):
+        return [_fp32_integers(v, seen, stand_ins) for v in value]
+    return value
+
+
+def _write_back_integers(result: Any, stand_ins: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
+    """Wait for the FP32 reduction, then convert each FP32 stand-in back into the caller's integer tensor."""
+    for work in _works(result):
+        work.wait()
+    for copy, host in stand_ins:
+        host.copy_(integer_from_fp32(copy, host.dtype))
 
 
 def _works(result: Any) -> list[Any]:

@@ -17,7 +17,7 @@ import torch
 from .. import state as _state
 from ..aws_ratio import THRESHOLD, numerics_ratio
 from ..device.numerics import NumericsPolicy, numerics_policy, numerics_scope, parse_numerics
-from .capture import Capture, capture, cpu_copy, first_tensor, source_line, to_device
+from .capture import Capture, capture, copy_as, first_tensor, source_line, to_device
 from .debug import first_differing_op
 from .generation import check_generation
 from .metrics import Heatmap, first_crossing, heatmap, module_rows
@@ -109,8 +109,8 @@ def compare_numerics(
     policy = resolve_policy(numerics)
     args, kwargs = _split(inputs)
     t0 = time.perf_counter()
-    ref_model = cpu_copy(model).float().eval()
-    bf16_model = cpu_copy(model).to(torch.bfloat16).eval()
+    ref_model = copy_as(model, "cpu", torch.float32).eval()
+    bf16_model = copy_as(model, "cpu", torch.bfloat16).eval()
     sources = {name: source_line(m) for name, m in ref_model.named_modules()}
 
     def runner(m: torch.nn.Module, device: str, dtype: torch.dtype | None) -> Any:
@@ -119,7 +119,7 @@ def compare_numerics(
 
     fp32 = capture(ref_model, runner(ref_model, "cpu", torch.float32), keep_inputs=True)
     bf16 = capture(bf16_model, runner(bf16_model, "cpu", torch.bfloat16))
-    dev_model = cpu_copy(model).float().eval().to("neuron")
+    dev_model = copy_as(model, "neuron", torch.float32).eval()
     with numerics_scope(policy):
         neuron = capture(dev_model, runner(dev_model, "neuron", torch.float32))
         rows = module_rows(fp32, bf16, neuron, sources, threshold=threshold)

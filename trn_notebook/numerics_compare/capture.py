@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["Capture", "ModuleCall", "capture", "cpu_copy", "first_tensor", "source_line", "to_device"]
+__all__ = ["Capture", "ModuleCall", "capture", "copy_as", "cpu_copy", "first_tensor", "source_line", "to_device"]
 
 
 @dataclass
@@ -63,14 +63,23 @@ def to_device(value: Any, device: str, dtype: torch.dtype | None = None) -> Any:
     return value
 
 
-def cpu_copy(model: torch.nn.Module) -> torch.nn.Module:
-    """A deep copy of ``model`` on the CPU (device parameters go straight to the host, never copied on the device)."""
+def copy_as(model: torch.nn.Module, device: str = "cpu", dtype: torch.dtype | None = None) -> torch.nn.Module:
+    """A deep copy of ``model`` whose parameters and buffers are copied once, straight to ``device`` with the
+    floating ones cast to ``dtype`` (``copy.deepcopy`` then ``.to()`` would copy every tensor twice); tied
+    weights stay tied. The user's model is not changed."""
     memo: dict[int, Any] = {}
     for t in [*model.parameters(), *model.buffers()]:
-        if t.device.type != "cpu":
-            host = t.detach().cpu()
-            memo[id(t)] = torch.nn.Parameter(host, t.requires_grad) if isinstance(t, torch.nn.Parameter) else host
-    return copy.deepcopy(model, memo).cpu()
+        if id(t) in memo:
+            continue
+        cast = dtype if dtype is not None and t.is_floating_point() else t.dtype
+        new = t.detach().to(device, cast, copy=True)
+        memo[id(t)] = torch.nn.Parameter(new, t.requires_grad) if isinstance(t, torch.nn.Parameter) else new
+    return copy.deepcopy(model, memo)
+
+
+def cpu_copy(model: torch.nn.Module) -> torch.nn.Module:
+    """A deep copy of ``model`` on the CPU (device parameters go straight to the host, never copied on the device)."""
+    return copy_as(model, "cpu")
 
 
 def source_line(module: torch.nn.Module) -> str:
