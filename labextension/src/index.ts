@@ -114,12 +114,19 @@ export function describe(state: KernelState | null): {
 /** Only kernels of this language can load trn_notebook: others are never probed. */
 const KERNEL_LANGUAGE = 'python';
 
+/** Code that loads the extension names it: after such an execution the status target is probed at once. */
+const LOADS_EXTENSION = /trn_notebook|load_ext/;
+
+/** Probes without a reason back off to one every this many executions. */
+const PROBE_BACKOFF_MAX = 64;
+
 /**
  * The status comm of one kernel connection, opened by this front end (the
  * kernel only registers the target).
  *
  * It probes for the target when the connection is made, when a restarted
- * kernel is ready, and after each execution while no comm is open: first a
+ * kernel is ready, and after executions while no comm is open (at once after
+ * code naming the extension, else with a back-off, see `_onIOPub`): first a
  * `comm_info_request` for an open comm on the target (after a page reload the
  * kernel still has the one this page had opened: it is reused and asked for
  * the payload), otherwise `createComm` + `open`. A kernel that has not loaded
@@ -226,14 +233,34 @@ class KernelLink {
   }
 
   private _onIOPub(_: Kernel.IKernelConnection, msg: KernelMessage.IIOPubMessage): void {
-    // An execution (from any client) finished: it may have loaded trn_notebook.
+    if (this._comm !== null) {
+      return;
+    }
+    if (KernelMessage.isExecuteInputMsg(msg)) {
+      // Loading the extension names it (`%load_ext trn_notebook`, `load_ipython_extension`).
+      this._named ||= LOADS_EXTENSION.test(msg.content.code);
+      return;
+    }
+    const parent = msg.parent_header as Partial<KernelMessage.IHeader> | undefined;
     if (
-      this._comm === null &&
-      KernelMessage.isStatusMsg(msg) &&
-      msg.content.execution_state === 'idle' &&
-      msg.parent_header !== undefined &&
-      (msg.parent_header as KernelMessage.IHeader).msg_type === 'execute_request'
+      !KernelMessage.isStatusMsg(msg) ||
+      msg.content.execution_state !== 'idle' ||
+      parent?.msg_type !== 'execute_request'
     ) {
+      return;
+    }
+    // An execution (from any client) finished. Probe at once when its code
+    // named the extension; otherwise after the 1st, 2nd, 4th … execution
+    // (every PROBE_BACKOFF_MAX-th at most), which finds a load made
+    // indirectly (`%run`, a helper module) and costs a notebook that never
+    // loads trn_notebook a handful of probes, not one per cell.
+    this._executions += 1;
+    if (this._named || this._executions >= this._nextProbe) {
+      if (!this._named) {
+        this._nextProbe =
+          this._executions + Math.min(this._executions, PROBE_BACKOFF_MAX);
+      }
+      this._named = false;
       this.probe();
     }
   }
@@ -252,6 +279,9 @@ class KernelLink {
       this._probing = false;
       this._again = false;
       this._restarted = true;
+      this._executions = 0;
+      this._nextProbe = 1;
+      this._named = false;
       this._onState(null);
     } else if (status === 'idle' && this._restarted) {
       // Ready again: trn_notebook may be loaded at start-up (IPython config).
@@ -264,6 +294,9 @@ class KernelLink {
   private _probing = false;
   private _again = false;
   private _restarted = false;
+  private _executions = 0; // executions seen while no comm was open
+  private _nextProbe = 1; // the execution count of the next probe without a reason
+  private _named = false; // an execution since the last probe named the extension
   private _generation = 0;
   private _disposed = false;
 }

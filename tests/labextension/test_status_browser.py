@@ -243,7 +243,7 @@ def test_status_item_shows_kernel_state_and_opens_dashboard(lab, page, screensho
 def test_status_item_follows_notebook_switch_reload_and_restart(lab, page, console_errors):
     url, root = lab
     write_notebook(root / "loaded.ipynb", [NOTEBOOK_SETUP, 'state["memory_allocated"] = 5 * 2**20'])
-    write_notebook(root / "plain.ipynb", ["1 + 1"])
+    write_notebook(root / "plain.ipynb", ["1 + 1"] + [f"x = {i}" for i in range(7)])
     open_notebook(page, url, "loaded.ipynb")
     page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
     wait_cells_done(page)
@@ -254,14 +254,23 @@ def test_status_item_follows_notebook_switch_reload_and_restart(lab, page, conso
     page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="plain.ipynb").click()
     wait_kernel_idle(page)
     assert wait_status(page, r"^trn: not loaded$") == "trn: not loaded"
-    # Running a cell there probes again (the kernel closes the comm: no target) and shows nothing of it.
-    page.locator(".jp-Cell").last.click()
-    page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
-    wait_cells_done(page)
-    wait_kernel_idle(page)
+    # Running cells there probes again (the kernel closes the comm: no target) and shows nothing of it;
+    # a notebook that never loads trn_notebook is probed after its 1st, 2nd, 4th, 8th … execution only.
+    page.evaluate(
+        """() => { window.trnOpens = 0;
+            window.jupyterapp.shell.currentWidget.sessionContext.session.kernel.anyMessage.connect((_, a) => {
+                if (a.direction === 'send' && a.msg.header.msg_type === 'comm_open') { window.trnOpens += 1; }
+            }); }"""
+    )
+    page.evaluate("() => { window.jupyterapp.shell.currentWidget.content.activeCellIndex = 0; }")
+    for _ in range(8):  # one cell at a time, as a user steps through a notebook
+        page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-cell-and-select-next')")
+        wait_cells_done(page)
+        wait_kernel_idle(page)
     assert cells(page)[0][2].split() == ["[1]:", "2"]
     assert status_text(page) == "trn: not loaded"
     assert cell_errors(page) == []
+    assert 1 <= page.evaluate("() => window.trnOpens") <= 4
     page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="loaded.ipynb").click()
     assert "5.00 MiB" in wait_status(page, r"5\.00 MiB")
 
