@@ -273,9 +273,17 @@ class KernelLink {
       status === 'dead'
     ) {
       // The new kernel process starts without trn_notebook loaded, and the
-      // connection dropped its comms without closing them: start over.
+      // connection dropped its comms without closing them: start over. A
+      // comm still held (a fresh kernel's "starting" during the first probe)
+      // is only forgotten here: if the kernel has it, a probe finds it again.
       this._generation += 1;
+      const held = this._comm;
       this._comm = null;
+      if (held !== null && !held.isDisposed) {
+        held.onMsg = () => undefined;
+        held.onClose = () => undefined;
+        held.dispose();
+      }
       this._probing = false;
       this._again = false;
       this._restarted = true;
