@@ -19,7 +19,6 @@ from pathlib import Path
 from .workshop import PACKAGE_DIR, WorkshopNotFoundError, workshop_dir
 
 QUICKSTART = "01_quickstart.ipynb"
-STATUS_TARGET = "trn-notebook-status"  # magics/status_comm.TARGET_NAME (not imported: it needs IPython)
 
 
 def run_notebook(path: str | os.PathLike[str], timeout: int = 600) -> tuple[object, float]:
@@ -41,9 +40,6 @@ def run_notebook(path: str | os.PathLike[str], timeout: int = 600) -> tuple[obje
         # otherwise be the first line this command prints.
         extra_arguments=["--IPKernelApp.log_level=ERROR"],
     )
-    # The kernel opens the status-bar comm for JupyterLab's status item; headless there is no front end to
-    # receive it, and nbclient would log "No handler found for comm target 'trn-notebook-status'" per run.
-    client.comm_open_handlers[STATUS_TARGET] = lambda msg: None
     t0 = time.perf_counter()
     client.execute()
     return nb, time.perf_counter() - t0

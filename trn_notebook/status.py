@@ -20,6 +20,7 @@ from . import state as _state
 from .backends.base import NA
 from .device.config import get_config
 from .device.runtime import get_chip
+from .presentation import fmt_compile, fmt_compile_brief
 from .results import Card, fmt_bytes
 
 _last_key: tuple[Any, ...] | None = None
@@ -39,6 +40,15 @@ def current_device() -> str:
     if dev.type in ("privateuseone", "neuron"):
         return f"neuron:{dev.index or 0}"
     return str(dev)
+
+
+def compile_seconds(backend: backends.Backend) -> tuple[float, float | None]:
+    """Our compiler's measured compile seconds over the backend's compile records (0.0 before any) and the
+    modeled Neuron compile seconds of the misses (``CompileSummary.modeled_neuron_s``; None: no record says)."""
+    summary = backend.compile_summary()
+    if summary is None:
+        return 0.0, None
+    return float(summary.compile_s), summary.modeled_neuron_s
 
 
 def cache_counts(backend: backends.Backend) -> tuple[int | str, int | str]:
@@ -64,6 +74,7 @@ def status_payload() -> dict[str, Any]:
     device = current_device()
     chip = chip_label(backend)
     hits, misses = cache_counts(backend)
+    compile_s, modeled_compile_s = compile_seconds(backend)
     memory = backend.memory_snapshot()
     suffix = "(sim)" if backend.is_simulator else "(TorchNeuron)"
     payload: dict[str, Any] = {
@@ -77,18 +88,33 @@ def status_payload() -> dict[str, Any]:
         "cache_hits": hits,
         "cache_misses": misses,
         "fallback_ops": len(backend.placement().fallback_ops),
+        "compile_s": compile_s,
+        "modeled_compile_s": modeled_compile_s,
+        "compile_text": compiled_text(compile_s, modeled_compile_s),
     }
     payload["text"], payload["title"] = status_strings(payload)
     return payload
 
 
+def compiled_text(compile_s: float, modeled_s: float | None) -> str:
+    """The payload's ``compile_text``: measured beside modeled (:func:`presentation.fmt_compile`), or ``""``
+    before anything compiled."""
+    return fmt_compile(compile_s, modeled_s) if compile_s or modeled_s is not None else ""
+
+
 def status_strings(p: dict[str, Any]) -> tuple[str, str]:
-    """The status bar's line and tooltip for payload ``p``, formatted here (the extension formats nothing)."""
+    """The status bar's line and tooltip for payload ``p``, formatted here (the extension formats nothing).
+
+    Once something compiled, the line ends with the modeled Neuron compile (``modeled compile 3.9 min``) and
+    the tooltip shows it beside our measured compile (:func:`presentation.fmt_compile`), saying what each is
+    and where the modeled one's constant comes from."""
     capacity = fmt_bytes(p["memory_capacity"]) if p["memory_capacity"] else NA
     memory = f"{fmt_bytes(p['memory_allocated'])} / {capacity}"
     hits, misses, fallbacks = p["cache_hits"], p["cache_misses"], p["fallback_ops"]
     cache = f"cache {hits} hit {misses} miss" if hits != NA else f"cache {NA}"
-    text = f"{p['label']} · {memory} · {cache} · fallback {fallbacks}"
+    compiled = bool(p.get("compile_text"))
+    brief = fmt_compile_brief(p.get("compile_s") or 0.0, p.get("modeled_compile_s"))
+    text = f"{p['label']} · {memory} · {cache} · fallback {fallbacks}" + (f" · {brief}" if compiled else "")
     title = "\n".join(
         [
             f"trn-notebook device: {p['label']}",
@@ -96,11 +122,26 @@ def status_strings(p: dict[str, Any]) -> tuple[str, str]:
             f"compile cache: {hits} hits, {misses} misses (a miss is one compiled graph)"
             if hits != NA
             else f"compile cache: hits and misses {NA} (the live backend's compile records carry no cache result)",
+            f"compile: {p['compile_text']} {_compile_sources(p)}" if compiled else "compile: nothing compiled yet",
             f"ops that fell back to CPU: {fallbacks} (random numbers, drawn on the host by the simulator, included)",
             "click to run %trn dashboard",
         ]
     )
     return text, title
+
+
+def _compile_sources(p: dict[str, Any]) -> str:
+    """What the tooltip's compile figures are, and where the modeled one's constant comes from."""
+    measured = "measured: our compiler's wall time on this machine"
+    if p.get("modeled_compile_s") is None:
+        return f"({measured}; modeled: n/a, no compile record carries an instruction count)"
+    # A modeled figure means our compiler counted the instructions: it is loaded, so this import is free.
+    from .compiler.compile_time import DERIVED_FROM
+
+    return (
+        f"({measured}; modeled: the Neuron compiler's time for the missed graphs from their instruction "
+        f"counts, its one constant derived from {DERIVED_FROM})"
+    )
 
 
 def _state_key() -> tuple[Any, ...] | None:

@@ -3,10 +3,13 @@
  *
  * Shows the simulated `neuron` device state of the active notebook's kernel:
  * device label, memory allocated / capacity, compile cache hits / misses and
- * the number of ops that fell back to CPU. The kernel side
- * (`trn_notebook/magics/status_comm.py`) opens a comm on the target
- * `trn-notebook-status` when `%load_ext trn_notebook` runs and sends a new
- * payload after each cell whose state changed. Clicking the item inserts a
+ * the number of ops that fell back to CPU, and the compile time measured
+ * beside the modeled Neuron compile. The kernel side
+ * (`trn_notebook/magics/status_comm.py`) registers the comm target
+ * `trn-notebook-status` when `%load_ext trn_notebook` runs; this front end
+ * opens a comm on it (the kernel never opens one, so headless runs see no
+ * comm traffic) and the kernel answers with its payload, then sends a new
+ * one after each cell whose state changed. Clicking the item inserts a
  * `%trn dashboard` cell below the active cell and runs it.
  *
  * The front end only draws: every figure comes from the kernel's payload.
@@ -47,6 +50,9 @@ export interface IStatusPayload {
   cache_hits: number;
   cache_misses: number;
   fallback_ops: number;
+  compile_s: number; // measured: our compiler's wall seconds
+  modeled_compile_s: number | null; // modeled Neuron compile seconds of the misses
+  compile_text: string; // both, formatted by the kernel ('' before any compile)
   text: string; // the status-bar line, formatted by the kernel
   title: string; // its tooltip, formatted by the kernel
 }
@@ -105,6 +111,204 @@ export function describe(state: KernelState | null): {
   return { text: state.text, title: state.title };
 }
 
+/** Only kernels of this language can load trn_notebook: others are never probed. */
+const KERNEL_LANGUAGE = 'python';
+
+/** Code that loads the extension names it: after such an execution the status target is probed at once. */
+const LOADS_EXTENSION = /trn_notebook|load_ext/;
+
+/** Probes without a reason back off to one every this many executions. */
+const PROBE_BACKOFF_MAX = 64;
+
+/**
+ * The status comm of one kernel connection, opened by this front end (the
+ * kernel only registers the target).
+ *
+ * It probes for the target when the connection is made, when a restarted
+ * kernel is ready, and after executions while no comm is open (at once after
+ * code naming the extension, else with a back-off, see `_onIOPub`): first a
+ * `comm_info_request` for an open comm on the target (after a page reload the
+ * kernel still has the one this page had opened: it is reused and asked for
+ * the payload), otherwise `createComm` + `open`. A kernel that has not loaded
+ * trn_notebook closes the new comm at once: that is "not loaded", and the next
+ * execution probes again. No probe overlaps another.
+ */
+class KernelLink {
+  constructor(
+    private readonly _kernel: Kernel.IKernelConnection,
+    private readonly _onState: (state: KernelState | null) => void
+  ) {
+    _kernel.iopubMessage.connect(this._onIOPub, this);
+    _kernel.statusChanged.connect(this._onStatus, this);
+    this.probe();
+  }
+
+  /**
+   * Stop following the kernel. The comm is left open in the kernel: another
+   * page on the same kernel may have found it with `comm_info_request` and
+   * share it, and a page that comes back reuses it the same way.
+   */
+  dispose(): void {
+    if (this._disposed) {
+      return;
+    }
+    this._disposed = true;
+    this._generation += 1;
+    Signal.disconnectReceiver(this);
+    this._comm = null;
+  }
+
+  /** Probe now, or as soon as the probe under way ends without a comm. */
+  probe(): void {
+    if (this._disposed || this._comm !== null) {
+      return;
+    }
+    if (this._probing) {
+      this._again = true;
+      return;
+    }
+    this._probing = true;
+    this._again = false;
+    const generation = this._generation;
+    this._probeOnce(generation)
+      .catch(reason => {
+        // A disposed or dead connection: nothing to report, the next kernel event probes again.
+        console.debug('trn-notebook: status probe ended', reason);
+      })
+      .finally(() => {
+        if (generation !== this._generation) {
+          return;
+        }
+        this._probing = false;
+        if (this._again) {
+          this.probe();
+        }
+      });
+  }
+
+  private async _probeOnce(generation: number): Promise<void> {
+    const kernel = this._kernel;
+    if (!kernel.handleComms || kernel.isDisposed) {
+      return;
+    }
+    const info = await kernel.info;
+    if (info.language_info.name !== KERNEL_LANGUAGE || this._stale(generation)) {
+      return;
+    }
+    const reply = await kernel.requestCommInfo({ target_name: COMM_TARGET });
+    if (this._stale(generation) || this._comm !== null) {
+      return;
+    }
+    const comms = reply.content.status === 'ok' ? reply.content.comms : {};
+    const found = Object.keys(comms).find(id => !kernel.hasComm(id));
+    await new Promise<void>(settle => {
+      const comm = kernel.createComm(COMM_TARGET, found);
+      this._comm = comm;
+      comm.onMsg = (msg: KernelMessage.ICommMsgMsg) => {
+        const state = parseState(msg.content.data);
+        if (state !== null && this._comm === comm) {
+          this._onState(state);
+        }
+        settle();
+      };
+      comm.onClose = () => {
+        // Closed by the kernel: before any payload the target is not
+        // registered (trn_notebook not loaded yet), after one it was unloaded.
+        if (this._comm === comm) {
+          this._comm = null;
+          this._onState(null);
+        }
+        settle();
+      };
+      if (found !== undefined) {
+        comm.send({ type: 'request' });
+      } else {
+        comm.open({ type: 'request' });
+      }
+    });
+  }
+
+  private _stale(generation: number): boolean {
+    return this._disposed || this._kernel.isDisposed || generation !== this._generation;
+  }
+
+  private _onIOPub(_: Kernel.IKernelConnection, msg: KernelMessage.IIOPubMessage): void {
+    if (this._comm !== null) {
+      return;
+    }
+    if (KernelMessage.isExecuteInputMsg(msg)) {
+      // Loading the extension names it (`%load_ext trn_notebook`, `load_ipython_extension`).
+      this._named ||= LOADS_EXTENSION.test(msg.content.code);
+      return;
+    }
+    const parent = msg.parent_header as Partial<KernelMessage.IHeader> | undefined;
+    if (
+      !KernelMessage.isStatusMsg(msg) ||
+      msg.content.execution_state !== 'idle' ||
+      parent?.msg_type !== 'execute_request'
+    ) {
+      return;
+    }
+    // An execution (from any client) finished. Probe at once when its code
+    // named the extension; otherwise after the 1st, 2nd, 4th … execution
+    // (every PROBE_BACKOFF_MAX-th at most), which finds a load made
+    // indirectly (`%run`, a helper module) and costs a notebook that never
+    // loads trn_notebook a handful of probes, not one per cell.
+    this._executions += 1;
+    if (this._named || this._executions >= this._nextProbe) {
+      if (!this._named) {
+        this._nextProbe =
+          this._executions + Math.min(this._executions, PROBE_BACKOFF_MAX);
+      }
+      this._named = false;
+      this.probe();
+    }
+  }
+
+  private _onStatus(_: Kernel.IKernelConnection, status: Kernel.Status): void {
+    if (
+      status === 'restarting' ||
+      status === 'autorestarting' ||
+      status === 'starting' ||
+      status === 'dead'
+    ) {
+      // The new kernel process starts without trn_notebook loaded, and the
+      // connection dropped its comms without closing them: start over. A
+      // comm still held (a fresh kernel's "starting" during the first probe)
+      // is only forgotten here: if the kernel has it, a probe finds it again.
+      this._generation += 1;
+      const held = this._comm;
+      this._comm = null;
+      if (held !== null && !held.isDisposed) {
+        held.onMsg = () => undefined;
+        held.onClose = () => undefined;
+        held.dispose();
+      }
+      this._probing = false;
+      this._again = false;
+      this._restarted = true;
+      this._executions = 0;
+      this._nextProbe = 1;
+      this._named = false;
+      this._onState(null);
+    } else if (status === 'idle' && this._restarted) {
+      // Ready again: trn_notebook may be loaded at start-up (IPython config).
+      this._restarted = false;
+      this.probe();
+    }
+  }
+
+  private _comm: Kernel.IComm | null = null;
+  private _probing = false;
+  private _again = false;
+  private _restarted = false;
+  private _executions = 0; // executions seen while no comm was open
+  private _nextProbe = 1; // the execution count of the next probe without a reason
+  private _named = false; // an execution since the last probe named the extension
+  private _generation = 0;
+  private _disposed = false;
+}
+
 /**
  * The latest state sent by each kernel, kept for every open notebook so that
  * switching notebooks shows the right figures at once.
@@ -122,86 +326,30 @@ class KernelStates {
   /** Follow a notebook's kernel through restarts and kernel changes. */
   track(sessionContext: ISessionContext): void {
     sessionContext.kernelChanged.connect((_, change) => {
+      if (change.oldValue) {
+        this._links.get(change.oldValue)?.dispose();
+        this._links.delete(change.oldValue);
+      }
       if (change.newValue) {
-        this._attach(change.newValue);
-      }
-    });
-    sessionContext.statusChanged.connect((_, status) => {
-      const kernel = sessionContext.session?.kernel;
-      if (!kernel) {
-        return;
-      }
-      if (
-        status === 'restarting' ||
-        status === 'autorestarting' ||
-        status === 'starting' ||
-        status === 'dead'
-      ) {
-        // The new kernel process starts without trn_notebook loaded.
-        this._set(kernel, null);
-        // Registration is per connection and idempotent; renewing it on a
-        // restart keeps working should JupyterLab clear the registry.
-        this._register(kernel);
+        this._link(change.newValue);
       }
     });
     const kernel = sessionContext.session?.kernel;
     if (kernel) {
-      this._attach(kernel);
+      this._link(kernel);
     }
   }
 
-  /** Register the comm target and pick up a comm the kernel already opened. */
-  private _attach(kernel: Kernel.IKernelConnection): void {
-    this._register(kernel);
-    if (!kernel.handleComms) {
+  private _link(kernel: Kernel.IKernelConnection): void {
+    if (this._links.has(kernel) || kernel.isDisposed) {
       return;
     }
-    // After a page reload the kernel's comm is still open: find it by target
-    // and ask for a fresh payload.
-    kernel
-      .requestCommInfo({ target_name: COMM_TARGET })
-      .then(reply => {
-        if (reply.content.status !== 'ok' || kernel.isDisposed) {
-          return;
-        }
-        for (const commId of Object.keys(reply.content.comms)) {
-          if (kernel.hasComm(commId)) {
-            continue;
-          }
-          const comm = kernel.createComm(COMM_TARGET, commId);
-          this._listen(kernel, comm);
-          comm.send({ type: 'request' });
-        }
-      })
-      .catch(reason => {
-        console.debug('trn-notebook: comm info request failed', reason);
-      });
-  }
-
-  private _register(kernel: Kernel.IKernelConnection): void {
-    if (kernel.isDisposed) {
-      return;
-    }
-    kernel.registerCommTarget(COMM_TARGET, (comm, msg) => {
-      this._listen(kernel, comm);
-      this._receive(kernel, msg.content.data);
+    const link = new KernelLink(kernel, state => this._set(kernel, state));
+    this._links.set(kernel, link);
+    kernel.disposed.connect(() => {
+      link.dispose();
+      this._links.delete(kernel);
     });
-  }
-
-  private _listen(kernel: Kernel.IKernelConnection, comm: Kernel.IComm): void {
-    comm.onMsg = (msg: KernelMessage.ICommMsgMsg) => {
-      this._receive(kernel, msg.content.data);
-    };
-    comm.onClose = () => {
-      this._set(kernel, null);
-    };
-  }
-
-  private _receive(kernel: Kernel.IKernelConnection, data: unknown): void {
-    const state = parseState(data);
-    if (state !== null) {
-      this._set(kernel, state);
-    }
   }
 
   private _set(kernel: Kernel.IKernelConnection, state: KernelState | null): void {
@@ -216,6 +364,7 @@ class KernelStates {
     this._changed.emit(kernel);
   }
 
+  private _links = new Map<Kernel.IKernelConnection, KernelLink>();
   private _states = new WeakMap<Kernel.IKernelConnection, KernelState>();
   private _changed = new Signal<this, Kernel.IKernelConnection>(this);
 }
@@ -232,7 +381,7 @@ class StatusItem extends Widget {
     this.node.style.whiteSpace = 'nowrap';
     // Never push JupyterLab's own items off a narrow window: shrink with an ellipsis instead.
     this.node.style.display = 'inline-block';
-    this.node.style.maxWidth = '40vw';
+    this.node.style.maxWidth = '50vw';
     this.node.style.overflow = 'hidden';
     this.node.style.textOverflow = 'ellipsis';
     this.node.style.verticalAlign = 'bottom';

@@ -43,12 +43,16 @@ def trn(line):  # stands in for the real %trn until this notebook uses %load_ext
 
 state = {"memory_allocated": 0}
 
+from trn_notebook.presentation import fmt_compile
 from trn_notebook.status import status_strings
 
 def payload():
     p = {"type": "status", "loaded": True, "device": "neuron:0", "label": "neuron:0 trn2 (sim)",
          "chip": "trn2", "memory_allocated": state["memory_allocated"], "memory_capacity": 96 * 2**30,
-         "cache_hits": 2, "cache_misses": 1, "fallback_ops": 0}
+         "cache_hits": 2, "cache_misses": 1, "fallback_ops": 0, "compile_s": 0.0, "modeled_compile_s": None,
+         "compile_text": ""}
+    if state["memory_allocated"]:  # the second cell "compiles": measured 1.007 s, modeled Neuron 234 s
+        p.update(compile_s=1.007, modeled_compile_s=234.0, compile_text=fmt_compile(1.007, 234.0))
     p["text"], p["title"] = status_strings(p)
     return p
 
@@ -60,7 +64,9 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
     """A JupyterLab server that loads the committed build of the extension; yields (url, root)."""
     root = tmp_path_factory.mktemp("lab")
     extensions = labextension_dir("trn-notebook", BUILD_DIR, INSTALL_JSON)
-    url, process = start_jupyterlab(root, extra_labextensions_path=[extensions])
+    # The kernels' compile cache is this server's own: a graph compiled here is a miss, as on a fresh machine.
+    cache = {"TORCH_NEURONX_NEFF_CACHE_DIR": str(tmp_path_factory.mktemp("neff_cache"))}
+    url, process = start_jupyterlab(root, extra_labextensions_path=[extensions], env=cache)
     try:
         yield url, root
     finally:
@@ -90,6 +96,26 @@ def page(browser: Any) -> Iterator[Any]:
             page.evaluate("() => window.jupyterapp?.serviceManager.sessions.shutdownAll()")
         finally:
             page.close()
+
+
+@pytest.fixture
+def console_errors(page: Any) -> list[str]:
+    """The browser console's errors and warnings on this page, as they come."""
+    errors: list[str] = []
+    page.on("console", lambda msg: errors.append(msg.text) if msg.type in ("error", "warning") else None)
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    return errors
+
+
+def open_status_comms(page: Any) -> int:
+    """How many comms the current notebook's kernel has open on the status target (comm_info_request)."""
+    return int(
+        page.evaluate(
+            """() => window.jupyterapp.shell.currentWidget.sessionContext.session.kernel
+                .requestCommInfo({target_name: 'trn-notebook-status'})
+                .then(r => Object.keys(r.content.comms).length)"""
+        )
+    )
 
 
 @pytest.fixture(scope="module")
@@ -160,6 +186,17 @@ def click_status_and_wait_for_dashboard(page: Any) -> tuple[str, str, str]:
     return after[active + 1]
 
 
+def assert_fully_shown(page: Any) -> None:
+    """The status item's whole line is on screen: not cut by its ellipsis, inside the window."""
+    box = page.evaluate(
+        """sel => { const n = document.querySelector(sel); const r = n.getBoundingClientRect();
+            return [n.scrollWidth, n.clientWidth, r.right, window.innerWidth]; }""",
+        STATUS,
+    )
+    scroll, client, right, window_width = box
+    assert scroll <= client + 1 and right <= window_width, box
+
+
 def assert_committed_build_loaded(page: Any) -> None:
     config = json.loads(page.locator("#jupyter-config-data").text_content())
     loaded = {ext["name"]: ext for ext in config["federated_extensions"]}
@@ -183,9 +220,15 @@ def test_status_item_shows_kernel_state_and_opens_dashboard(lab, page, screensho
     second = wait_status(page, r"3\.00 MiB / 96\.00 GiB")
     page.screenshot(path=str(screenshots / "status-item.png"))
 
-    assert second == "neuron:0 trn2 (sim) · 3.00 MiB / 96.00 GiB · cache 2 hit 1 miss · fallback 0"
+    assert second == (
+        "neuron:0 trn2 (sim) · 3.00 MiB / 96.00 GiB · cache 2 hit 1 miss · fallback 0"
+        " · modeled compile 3.9 min"
+    )
     assert first != second
-    assert "memory allocated: 3.00 MiB / 96.00 GiB" in str(page.locator(STATUS).get_attribute("title"))
+    title = str(page.locator(STATUS).get_attribute("title"))
+    assert "memory allocated: 3.00 MiB / 96.00 GiB" in title
+    assert "compile: measured (simulator) 1.007 s · modeled Neuron compile 3.9 min (" in title
+    assert_fully_shown(page)
 
     prompt, source, output = click_status_and_wait_for_dashboard(page)
     page.screenshot(path=str(screenshots / "status-item-dashboard.png"))
@@ -197,10 +240,10 @@ def test_status_item_shows_kernel_state_and_opens_dashboard(lab, page, screensho
 @pytest.mark.browser
 @pytest.mark.slow
 @needs_chromium
-def test_status_item_follows_notebook_switch_reload_and_restart(lab, page):
+def test_status_item_follows_notebook_switch_reload_and_restart(lab, page, console_errors):
     url, root = lab
     write_notebook(root / "loaded.ipynb", [NOTEBOOK_SETUP, 'state["memory_allocated"] = 5 * 2**20'])
-    write_notebook(root / "plain.ipynb", ["1 + 1"])
+    write_notebook(root / "plain.ipynb", ["1 + 1"] + [f"x = {i}" for i in range(7)])
     open_notebook(page, url, "loaded.ipynb")
     page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
     wait_cells_done(page)
@@ -211,6 +254,23 @@ def test_status_item_follows_notebook_switch_reload_and_restart(lab, page):
     page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="plain.ipynb").click()
     wait_kernel_idle(page)
     assert wait_status(page, r"^trn: not loaded$") == "trn: not loaded"
+    # Running cells there probes again (the kernel closes the comm: no target) and shows nothing of it;
+    # a notebook that never loads trn_notebook is probed after its 1st, 2nd, 4th, 8th … execution only.
+    page.evaluate(
+        """() => { window.trnOpens = 0;
+            window.jupyterapp.shell.currentWidget.sessionContext.session.kernel.anyMessage.connect((_, a) => {
+                if (a.direction === 'send' && a.msg.header.msg_type === 'comm_open') { window.trnOpens += 1; }
+            }); }"""
+    )
+    page.evaluate("() => { window.jupyterapp.shell.currentWidget.content.activeCellIndex = 0; }")
+    for _ in range(8):  # one cell at a time, as a user steps through a notebook
+        page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-cell-and-select-next')")
+        wait_cells_done(page)
+        wait_kernel_idle(page)
+    assert cells(page)[0][2].split() == ["[1]:", "2"]
+    assert status_text(page) == "trn: not loaded"
+    assert cell_errors(page) == []
+    assert 1 <= page.evaluate("() => window.trnOpens") <= 4
     page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="loaded.ipynb").click()
     assert "5.00 MiB" in wait_status(page, r"5\.00 MiB")
 
@@ -220,6 +280,7 @@ def test_status_item_follows_notebook_switch_reload_and_restart(lab, page):
     page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="loaded.ipynb").click()
     wait_kernel_idle(page)
     assert "5.00 MiB" in wait_status(page, r"5\.00 MiB")
+    assert open_status_comms(page) == 1  # the reloaded page reused the comm it had opened
 
     # A restarted kernel has not loaded trn_notebook until the cells run again.
     page.evaluate("() => window.jupyterapp.shell.currentWidget.sessionContext.restartKernel()")
@@ -228,6 +289,8 @@ def test_status_item_follows_notebook_switch_reload_and_restart(lab, page):
     page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
     wait_cells_done(page)
     assert "5.00 MiB" in wait_status(page, r"5\.00 MiB")
+    assert cell_errors(page) == []
+    assert [e for e in console_errors if re.search(r"comm|trn", e, re.IGNORECASE)] == []
 
 
 def _trn_extension_missing() -> str | None:
@@ -252,6 +315,7 @@ def test_status_item_with_trn_extension_loaded(lab, page, screenshots):
             "%load_ext trn_notebook",
             "%trn device neuron",
             'import torch\nx = torch.ones(1024, 1024, device="neuron")',
+            'f = torch.compile(lambda t: (t * 2).sin(), backend="neuron")\ny = f(x)',
         ],
     )
     open_notebook(page, url, "extension.ipynb")
@@ -270,6 +334,16 @@ def test_status_item_with_trn_extension_loaded(lab, page, screenshots):
     memory = re.compile(r" · (.+?) / ")
     assert after.startswith("neuron:0 trn2 (sim) · ")
     assert memory.search(before).group(1) != memory.search(after).group(1)  # type: ignore[union-attr]
+    assert " · compile " not in after  # nothing compiled yet
+
+    # A compile: the line shows our measured compile beside the modeled Neuron one, both from the kernel.
+    run_next_cell(page)
+    compiled = wait_status(page, r" · modeled compile \S+ \S+$")
+    title = str(page.locator(STATUS).get_attribute("title"))
+    assert re.search(r"compile: measured \(simulator\) \S+ \S+ · modeled Neuron compile \S+ \S+ \(", title), title
+    assert "cache 0 hit 1 miss" in compiled
+    assert_fully_shown(page)
+    page.screenshot(path=str(screenshots / "status-item-trn-extension-compile.png"))
 
     prompt, source, _ = click_status_and_wait_for_dashboard(page)
     page.screenshot(path=str(screenshots / "status-item-trn-extension-dashboard.png"))

@@ -28,7 +28,8 @@ def test_load_ext_registers_magic_and_unload_removes_everything(ip):
     assert getattr(placement_log.source_formatter, "trn_shell", None) is ip
     from trn_notebook.magics import status_comm
 
-    assert ip in status_comm._registered  # the status bar's comm is opened on load
+    assert ip in status_comm._registered  # the status bar's comm target is registered on load
+    assert status_comm.TARGET_NAME in status_comm.comm_manager(ip).targets
     ip.run_line_magic("unload_ext", "trn_notebook")
     try:
         assert "trn" not in ip.magics_manager.magics["line"]
@@ -37,6 +38,7 @@ def test_load_ext_registers_magic_and_unload_removes_everything(ip):
         assert "%trn" not in ip.strdispatchers["complete_command"].strs
         assert getattr(placement_log.source_formatter, "trn_shell", None) is None
         assert ip not in status_comm._registered
+        assert status_comm.TARGET_NAME not in status_comm.comm_manager(ip).targets
     finally:
         ip.run_line_magic("load_ext", "trn_notebook")
     trn_notebook.load_ipython_extension(ip)  # idempotent: one hook, one completer

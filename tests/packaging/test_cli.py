@@ -53,12 +53,6 @@ def test_summary_joins_a_cells_stream_chunks_as_they_came():
     assert text == "device: neuron:0\nallocated: 1 KiB\nquickstart: all checks passed\nsecond cell"
 
 
-def test_the_headless_kernel_has_a_receiver_for_the_status_comm():
-    from trn_notebook.magics.status_comm import TARGET_NAME
-
-    assert quickstart.STATUS_TARGET == TARGET_NAME
-
-
 def test_every_document_a_notebook_names_is_in_the_copied_workshop(tmp_path):
     import re
 
