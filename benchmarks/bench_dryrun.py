@@ -6,7 +6,9 @@ step (forward, backward, AdamW), plus the dry-run overhead per op (dry ÷ plain 
 published ones (``transformers`` configs only; nothing is downloaded). The model is built on the device, so its random initialisation (drawn on the host by the simulator:
 ``normal_``/``uniform_`` fallbacks) is part of the dry figures. Run: ``python benchmarks/bench_dryrun.py
 [--tokens 2048] [--skip-train]``; ``--ranks``: FSDP2 over 64 fake ranks of an 8B step and ``plan()`` over 6
-layouts, against a one-rank dry step of the same model.
+layouts, against a one-rank dry step of the same model; ``--compiled [--layers N]``: the 70B forward compiled
+(cold) under ``dryrun()``, against dynamo + AOT alone on the same graph (``backend="aot_eager"`` under a plain
+``FakeTensorMode``).
 """
 
 from __future__ import annotations
@@ -84,6 +86,31 @@ def _train_step(dims: dict, tokens: int) -> None:
     opt.step()
 
 
+def _compiled_forward(dims: dict, tokens: int, backend: str) -> int:
+    """Build a bf16 Llama on neuron and run one compiled forward (cold: dynamo is reset first)."""
+    torch._dynamo.reset()
+    cfg = transformers.LlamaConfig(**dims)
+    with torch.device("neuron"), _bf16():
+        model = transformers.LlamaForCausalLM(cfg).eval()
+    ids = torch.zeros(1, tokens, dtype=torch.long, device="neuron")
+    with torch.no_grad():
+        torch.compile(model, backend=backend)(input_ids=ids, use_cache=False)
+    return 0
+
+
+def compiled_figures(layers: int, tokens: int) -> None:
+    """The compiled 70B forward (``layers`` of its layers) dry, against dynamo + AOT alone (aot_eager, plain fake)."""
+    dims = {**LLAMA_70B, "num_hidden_layers": layers}
+    _plain(_compiled_forward, {**LLAMA_8B, "num_hidden_layers": 1}, 16, "aot_eager")  # warm-up, not timed
+    _dry(_compiled_forward, {**LLAMA_8B, "num_hidden_layers": 1}, 16, "neuron")
+    base = _plain(_compiled_forward, dims, tokens, "aot_eager")
+    dry_s, run = _dry(_compiled_forward, dims, tokens, "neuron")
+    print(f"70B forward, {layers} of 80 layers, {tokens} tokens, compiled cold: dry {dry_s:.1f} s, dynamo + AOT "
+          f"alone (aot_eager, plain FakeTensorMode) {base:.1f} s (dry / alone = {dry_s / base:.2f}x); peak RSS so "
+          f"far {_rss_mb():.0f} MB")  # fmt: skip
+    print("  " + run.summary().replace("\n", "\n  "))
+
+
 def _plain(fn, *args) -> float:
     t0 = time.perf_counter()
     with FakeTensorMode(allow_non_fake_inputs=True):
@@ -105,7 +132,13 @@ def main() -> None:
     ap.add_argument("--train-tokens", type=int, default=2048)
     ap.add_argument("--skip-train", action="store_true")
     ap.add_argument("--ranks", action="store_true", help="only the figures of dry ranks: FSDP2 x64 and plan() x6")
+    ap.add_argument("--compiled", action="store_true", help="only the compiled 70B forward, dry vs dynamo + AOT")
+    ap.add_argument("--layers", type=int, default=80, help="layers of the 70B for --compiled (default all 80)")
     args = ap.parse_args()
+    if args.compiled:
+        print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores; torch {torch.__version__}")
+        compiled_figures(args.layers, args.tokens)
+        return
     if args.ranks:
         print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores; torch {torch.__version__}")
         ranks_figures()
