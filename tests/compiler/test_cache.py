@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import warnings
 from pathlib import Path
 
 import pytest
@@ -86,6 +87,32 @@ def test_disk_hit_skips_lowering_and_passes(cache_dir):
     rec = compile_again()
     assert rec["cache_result"] == "disk hit"
     assert rec["stage_us"]["passes"] == 0.0 and rec["stage_us"]["cache_write"] == 0.0
+
+
+@pytest.mark.parametrize("reduce", ["cumsum", "sum", "prod"])
+def test_a_graph_reducing_integers_loads_back_from_the_disk(cache_dir, reduce):
+    """torch gives int64 for a sum/cumsum/prod of integers; the 32-bit IR says dtype=i32 so the graph a disk hit
+    checks produces what its IR declares (it was discarded as unusable on every load, hence recompiled)."""
+
+    def positions(mask, x):
+        return (getattr(mask, reduce)(-1) - 1) * 2 + x.shape[-1]
+
+    mask = torch.ones(1, 6, dtype=torch.long)
+    x = torch.randn(1, 6)
+
+    def once() -> str:
+        torch._dynamo.reset()
+        backend.clear_memory_cache()
+        compile_log.reset()
+        out = trn_notebook.compile(positions)(mask.to("neuron"), x.to("neuron"))
+        torch.testing.assert_close(out.cpu(), positions(mask, x))
+        return compile_log.snapshot()[0].cache_result
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", cache.CacheCorruptWarning)
+        warnings.filterwarnings("ignore", message=".*computes 64-bit inputs")
+        assert once() == "miss"
+        assert once() == "disk hit"
 
 
 @pytest.mark.parametrize(

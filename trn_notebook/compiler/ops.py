@@ -42,6 +42,7 @@ class OpDef:
     random: bool = False  # random or uninitialised output: never merged by CSE
     reduces: bool = False  # a library kernel that reduces (a pointwise chain may fuse into it)
     i64_index: bool = False  # keeps 64-bit index inputs through dtype legalisation
+    int_to_i64: bool = False  # integer inputs give int64 unless dtype= is given (torch's sum/prod/cumsum rule)
 
 
 OPS: dict[str, OpDef] = {}
@@ -85,7 +86,16 @@ def _build() -> None:
     for ir_name, r in defined.items():
         core = ir_name not in DECOMPOSITIONS
         OPS[ir_name] = OpDef(
-            ir_name, r.kind, impls[ir_name], core, r.transcendental, r.flops, r.random, r.reduces, r.i64_index
+            ir_name,
+            r.kind,
+            impls[ir_name],
+            core,
+            r.transcendental,
+            r.flops,
+            r.random,
+            r.reduces,
+            r.i64_index,
+            r.int_to_i64,
         )
     missing = sorted(set(LOWERINGS.values()) - set(OPS))
     if missing:

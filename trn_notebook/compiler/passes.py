@@ -193,11 +193,15 @@ def legalize_dtypes(g: Graph) -> Graph:
 
 
 def _infers_dtype(n: Node, kwargs: tuple[tuple[str, Any], ...]) -> bool:
-    """A factory with no tensor argument and no ``dtype``: its dtype comes from its Python arguments."""
+    """An op whose output dtype torch infers rather than reads from its narrowed inputs, with no ``dtype``: a
+    factory with no tensor argument (its Python arguments pick int64), or a sum/cumsum-like op, whose integer
+    inputs give int64 (so a cached graph's check saw int64 where the IR declares int32)."""
     d = OPS.get(n.op)
-    if d is None or d.kind != "factory" or any(k == "dtype" for k, _ in kwargs):
+    if d is None or any(k == "dtype" for k, _ in kwargs):
         return False
-    return not any(isinstance(a, Ref) for a in n.args)
+    if d.int_to_i64:
+        return True
+    return d.kind == "factory" and not any(isinstance(a, Ref) for a in n.args)
 
 
 def _orig(name: str, rename: dict[str, str]) -> str:

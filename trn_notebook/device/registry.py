@@ -20,8 +20,8 @@ One :class:`OpRecord` per ATen base op (``"mm"``, ``"add_"``, ``"_softmax"``) ho
   some composite kernels round differently from the CPU's) instead of the boxed fallback;
 * ``lower``/``kind``/``transcendental`` — the compiler IR op each overload lowers to, the IR op's
   kind (``view``, ``pointwise``, ``reduction``, ``matmul``, ``library``, ``copy``, ``factory``) and
-  whether it runs on the ScalarE; ``random``/``reduces``/``i64_index`` tell the passes how to treat
-  it. The compiler builds its op set from these (``compiler/ops.py``);
+  whether it runs on the ScalarE; ``random``/``reduces``/``i64_index``/``int_to_i64`` tell the passes how to
+  treat it. The compiler builds its op set from these (``compiler/ops.py``);
 * ``host_composite``/``upcast_int``/``decomposed`` — special eager handling (see the field comments);
 * ``numerics``/``valid_range`` — how the op follows the Trainium precision policy
   (:meth:`OpRecord.numerics_class`: derived from the fields above unless set) and, for ScalarE
@@ -198,6 +198,7 @@ class OpRecord:
     random: bool = False  # IR op with random or uninitialised output: never merged by CSE
     reduces: bool = False  # library IR op that reduces: a pointwise chain may fuse into it
     i64_index: bool = False  # IR op whose index inputs stay 64-bit through dtype legalisation
+    int_to_i64: bool = False  # IR op whose integer inputs give int64 unless dtype= says otherwise (sum, cumsum)
     host_composite: bool = False  # runs on the host as a whole, below autograd (its decomposition would not)
     upcast_int: bool = False  # no CPU kernel for integer inputs: computed in float32 and cast back (as CUDA)
     decomposed: bool = False  # no CPU kernel at all: its decomposition runs on the device (accelerator_ops)
