@@ -89,14 +89,24 @@ def test_disk_hit_skips_lowering_and_passes(cache_dir):
     assert rec["stage_us"]["passes"] == 0.0 and rec["stage_us"]["cache_write"] == 0.0
 
 
-@pytest.mark.parametrize("reduce", ["cumsum", "sum", "prod"])
-def test_a_graph_reducing_integers_loads_back_from_the_disk(cache_dir, reduce):
-    """torch gives int64 for a sum/cumsum/prod of integers; the 32-bit IR says dtype=i32 so the graph a disk hit
-    checks produces what its IR declares (it was discarded as unusable on every load, hence recompiled)."""
+INTEGER_GRAPHS = {  # torch gives int64 here; the 32-bit IR must say what the op really produces
+    "cumsum": lambda mask, x: (mask.cumsum(-1) - 1) * 2 + x.shape[-1],  # Llama's position ids
+    "sum": lambda mask, x: mask.sum(-1) + 1,
+    "prod": lambda mask, x: mask.prod(-1) + 1,
+    "bool_sum": lambda mask, x: (x > 0).sum(-1) + 1,
+    "argmax": lambda mask, x: x.argmax(-1) + 1,  # greedy decoding
+    "topk": lambda mask, x: x.topk(2, -1).indices + mask[:, :2],
+    "sort": lambda mask, x: x.sort(-1).indices * 2,
+    "max_dim": lambda mask, x: x.max(-1).indices + 1,
+}
 
-    def positions(mask, x):
-        return (getattr(mask, reduce)(-1) - 1) * 2 + x.shape[-1]
 
+@pytest.mark.parametrize("name", sorted(INTEGER_GRAPHS))
+def test_a_graph_making_int64_loads_back_from_the_disk(cache_dir, name):
+    """A disk hit checks the graph produces what its IR declares: a sum/cumsum/prod of integers says dtype=i32,
+    an index output (argmax, topk, sort) stays int64 and is cast down after the op. Each was discarded as
+    unusable on every load (so recompiled every time) before."""
+    fn = INTEGER_GRAPHS[name]
     mask = torch.ones(1, 6, dtype=torch.long)
     x = torch.randn(1, 6)
 
@@ -104,8 +114,8 @@ def test_a_graph_reducing_integers_loads_back_from_the_disk(cache_dir, reduce):
         torch._dynamo.reset()
         backend.clear_memory_cache()
         compile_log.reset()
-        out = trn_notebook.compile(positions)(mask.to("neuron"), x.to("neuron"))
-        torch.testing.assert_close(out.cpu(), positions(mask, x))
+        out = trn_notebook.compile(fn)(mask.to("neuron"), x.to("neuron"))
+        torch.testing.assert_close(out.cpu(), fn(mask, x))
         return compile_log.snapshot()[0].cache_result
 
     with warnings.catch_warnings():

@@ -174,6 +174,17 @@ def legalize_dtypes(g: Graph) -> Graph:
         if _infers_dtype(n, kwargs) and narrowed[0] is not None and narrowed[0] != n.types[0]:
             # arange(5) / full(s, 1) pick int64 from their Python arguments: say the 32-bit dtype the IR declares
             kwargs = (*kwargs, ("dtype", DType(narrowed[0].dtype)))
+        elif _makes_i64(n, types):
+            # torch gives these int64 whatever the inputs: keep the op's int64 and cast it down right after
+            kept = tuple(t if t is not None and t.dtype == "i64" else nt for t, nt in zip(n.types, narrowed))
+            nodes.append(n.with_(args=tuple(narrow_const(a) for a in args), kwargs=kwargs, types=kept))
+            for out_name, wide_t, narrow_t in zip(n.outs, n.types, narrowed):
+                if out_name and wide_t is not None and wide_t.dtype == "i64":
+                    down = fresh()
+                    rename[out_name] = down
+                    cast_kw = (("dtype", DType("i32")),)
+                    nodes.append(Node((down,), (narrow_t,), "cast", (Ref(out_name),), cast_kw, n.source))
+            continue
         nodes.append(n.with_(args=tuple(narrow_const(a) for a in args), kwargs=kwargs, types=narrowed))
     outputs: list[Ref | None] = []
     for o in g.outputs:
@@ -190,6 +201,16 @@ def legalize_dtypes(g: Graph) -> Graph:
         outputs.append(src)
     meta = (*g.meta, ("downcast", ",".join(f"{n}:{t.dtype}" for n, t in wide) or "internal"))
     return Graph(g.name, g.inputs, tuple(nodes), tuple(outputs), meta)
+
+
+def _makes_i64(n: Node, types: dict[str, TensorType | None]) -> bool:
+    """torch makes this node's int64 output itself, whatever 32-bit inputs it gets: an index output (argmax,
+    topk's or sort's indices, max.dim's): an int64 output, no int64 tensor input and no dtype argument."""
+    if not any(t is not None and t.dtype == "i64" for t in n.types):
+        return False
+    if any(isinstance(v, DType) for _, v in n.kwargs) or any(isinstance(a, DType) for a in n.args):
+        return False
+    return not any((t := types.get(r)) is not None and t.dtype == "i64" for r in n.refs())
 
 
 def _infers_dtype(n: Node, kwargs: tuple[tuple[str, Any], ...]) -> bool:
