@@ -24,7 +24,7 @@ import {
   NotebookActions,
   NotebookPanel
 } from '@jupyterlab/notebook';
-import { Kernel, KernelMessage } from '@jupyterlab/services';
+import { CommsOverSubshells, Kernel, KernelMessage } from '@jupyterlab/services';
 import { IStatusBar } from '@jupyterlab/statusbar';
 import { ISignal, Signal } from '@lumino/signaling';
 import { Widget } from '@lumino/widgets';
@@ -203,6 +203,10 @@ class KernelLink {
     const found = Object.keys(comms).find(id => !kernel.hasComm(id));
     await new Promise<void>(settle => {
       const comm = kernel.createComm(COMM_TARGET, found);
+      // No subshell for the status comm: JupyterLab would start one per comm target with a request whose
+      // future is cancelled, uncaught, when the kernel goes away first (a page error on a notebook closed
+      // right after it opened). Set before the handler's own start, which runs a microtask later.
+      comm.commsOverSubshells = CommsOverSubshells.Disabled;
       this._comm = comm;
       comm.onMsg = (msg: KernelMessage.ICommMsgMsg) => {
         const state = parseState(msg.content.data);

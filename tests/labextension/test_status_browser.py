@@ -221,8 +221,7 @@ def test_status_item_shows_kernel_state_and_opens_dashboard(lab, page, screensho
     page.screenshot(path=str(screenshots / "status-item.png"))
 
     assert second == (
-        "neuron:0 trn2 (sim) · 3.00 MiB / 96.00 GiB · cache 2 hit 1 miss · fallback 0"
-        " · modeled compile 3.9 min"
+        "neuron:0 trn2 (sim) · 3.00 MiB / 96.00 GiB · cache 2 hit 1 miss · fallback 0 · modeled compile 3.9 min"
     )
     assert first != second
     title = str(page.locator(STATUS).get_attribute("title"))
@@ -257,9 +256,12 @@ def test_status_item_follows_notebook_switch_reload_and_restart(lab, page, conso
     # Running cells there probes again (the kernel closes the comm: no target) and shows nothing of it;
     # a notebook that never loads trn_notebook is probed after its 1st, 2nd, 4th, 8th … execution only.
     page.evaluate(
-        """() => { window.trnOpens = 0;
+        """() => { window.trnOpens = 0; window.trnSubshells = 0;
             window.jupyterapp.shell.currentWidget.sessionContext.session.kernel.anyMessage.connect((_, a) => {
                 if (a.direction === 'send' && a.msg.header.msg_type === 'comm_open') { window.trnOpens += 1; }
+                if (a.direction === 'send' && a.msg.header.msg_type === 'create_subshell_request') {
+                    window.trnSubshells += 1;
+                }
             }); }"""
     )
     page.evaluate("() => { window.jupyterapp.shell.currentWidget.content.activeCellIndex = 0; }")
@@ -271,6 +273,9 @@ def test_status_item_follows_notebook_switch_reload_and_restart(lab, page, conso
     assert status_text(page) == "trn: not loaded"
     assert cell_errors(page) == []
     assert 1 <= page.evaluate("() => window.trnOpens") <= 4
+    # no subshell per status comm: its start request, cancelled uncaught when a kernel went away first, was a
+    # page error in CI (a notebook closed right after it opened)
+    assert page.evaluate("() => window.trnSubshells") == 0
     page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="loaded.ipynb").click()
     assert "5.00 MiB" in wait_status(page, r"5\.00 MiB")
 
