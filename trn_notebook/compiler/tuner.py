@@ -89,8 +89,10 @@ def _device_s_per_bucket(
 
 def _as_counts(lengths: Any) -> tuple[np.ndarray, np.ndarray]:
     if isinstance(lengths, dict):
-        values = np.fromiter((int(k) for k in lengths), dtype=np.int64, count=len(lengths))
-        counts = np.fromiter((int(v) for v in lengths.values()), dtype=np.int64, count=len(lengths))
+        values: np.ndarray[Any, Any] = np.fromiter((int(k) for k in lengths), dtype=np.int64, count=len(lengths))
+        counts: np.ndarray[Any, Any] = np.fromiter(
+            (int(v) for v in lengths.values()), dtype=np.int64, count=len(lengths)
+        )
         return values, counts
     arr = np.asarray(getattr(lengths, "to_numpy", lambda: lengths)(), dtype=np.int64).ravel()
     values, counts = np.unique(arr, return_counts=True)
@@ -102,7 +104,7 @@ def _weighted_quantile(values: np.ndarray, weights: np.ndarray, q: float) -> flo
         return 0.0
     order = np.argsort(values, kind="stable")
     v, w = values[order], weights[order]
-    cum = np.cumsum(w)
+    cum: np.ndarray[Any, Any] = np.cumsum(w)
     i = int(np.searchsorted(cum, q * cum[-1], side="left"))
     return float(v[min(i, v.size - 1)])
 
@@ -124,13 +126,13 @@ def tune(
     values, counts = _as_counts(lengths)
     if values.size and values.min() < 0:
         raise ValueError("lengths must be non-negative")
-    sizes = np.asarray(pol.sizes, dtype=np.int64)
+    sizes: np.ndarray[Any, Any] = np.asarray(pol.sizes, dtype=np.int64)
     idx = np.asarray(np.searchsorted(sizes, values, side="left"), dtype=np.int64)
     ok = idx < sizes.size
     overflow = int(counts[~ok].sum())
     values, counts, idx = values[ok], counts[ok], idx[ok]
     buckets = sizes[idx]
-    per_bucket = np.bincount(idx, weights=counts, minlength=sizes.size).astype(np.int64)
+    per_bucket: np.ndarray[Any, Any] = np.bincount(idx, weights=counts, minlength=sizes.size).astype(np.int64)
     used = per_bucket > 0
     total_padded = float((buckets * counts).sum())
     real = float((values * counts).sum())

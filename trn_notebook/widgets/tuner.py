@@ -50,8 +50,8 @@ def as_counts(lengths: Any) -> tuple[np.ndarray, np.ndarray]:
     """
     if isinstance(lengths, Mapping):
         items = sorted((int(k), int(v)) for k, v in lengths.items() if int(v) > 0)
-        values = np.fromiter((k for k, _ in items), dtype=np.int64, count=len(items))
-        counts = np.fromiter((v for _, v in items), dtype=np.int64, count=len(items))
+        values: np.ndarray[Any, Any] = np.fromiter((k for k, _ in items), dtype=np.int64, count=len(items))
+        counts: np.ndarray[Any, Any] = np.fromiter((v for _, v in items), dtype=np.int64, count=len(items))
     else:
         arr = np.asarray(lengths)
         if arr.size and not np.issubdtype(arr.dtype, np.integer) and not np.all(np.mod(arr, 1) == 0):
