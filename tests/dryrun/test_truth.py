@@ -33,34 +33,27 @@ def test_truth_in_a_fresh_process() -> None:
     assert "6 passed" in proc.stdout, proc.stdout[-2000:]
 
 
-def _forward(model: torch.nn.Module, inputs: dict[str, torch.Tensor]) -> None:
+def _forward(model: torch.nn.Module, inputs: dict[str, torch.Tensor], compiled: bool = False) -> None:
     model.eval()
     with torch.no_grad():
-        model(**inputs)
+        (torch.compile(model, backend="neuron") if compiled else model)(**inputs)
 
 
-def _train_step(model: torch.nn.Module, inputs: dict[str, torch.Tensor]) -> None:
+def _train_step(model: torch.nn.Module, inputs: dict[str, torch.Tensor], compiled: bool = False) -> None:
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    out = model(**inputs)
+    out = (torch.compile(model, backend="neuron") if compiled else model)(**inputs)
     out.loss.backward()
     opt.step()
     opt.zero_grad()
 
 
 def _compiled_forward(model: torch.nn.Module, inputs: dict[str, torch.Tensor]) -> None:
-    model.eval()
-    with torch.no_grad():
-        torch.compile(model, backend="neuron")(**inputs)
+    _forward(model, inputs, compiled=True)
 
 
 def _compiled_train_step(model: torch.nn.Module, inputs: dict[str, torch.Tensor]) -> None:
-    model.train()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    out = torch.compile(model, backend="neuron")(**inputs)
-    out.loss.backward()
-    opt.step()
-    opt.zero_grad()
+    _train_step(model, inputs, compiled=True)
 
 
 @in_fresh_process
