@@ -9,6 +9,7 @@ import torch
 
 import trn_notebook
 from trn_notebook import state
+from trn_notebook.backends import facts
 from trn_notebook.backends.simulator import placement_of
 
 N = "neuron"
@@ -27,7 +28,7 @@ def test_snapshots_are_frozen_and_typed(fresh_compiler):
     x = torch.ones(8, 8, device=N)
     y = (x @ x).exp()
     trn_notebook.compile(lambda t: t * 2)(y)
-    snap = state.snapshot()
+    snap = facts.snapshot()
     entry = snap.placement["mm"]
     assert entry.category == "native" and entry.calls == 1 and entry.device_s > 0
     with pytest.raises(dataclasses.FrozenInstanceError):
@@ -45,7 +46,7 @@ def test_aggregations_are_computed_on_the_snapshot(fresh_device):
     a = torch.eye(3).to(N)
     (a + a).sum()
     torch.linalg.inv(a)  # a documented CPU fallback
-    snap = state.snapshot().placement
+    snap = facts.snapshot().placement
     p = placement_of(snap)  # the one aggregating type, as every view reads it
     calls = p.calls_by_category
     assert calls["native"] == sum(e.calls for e in snap.values() if e.category == "native")
@@ -67,10 +68,10 @@ def test_reset_clears_what_an_exercise_needs_and_keeps_live_tensors(fresh_compil
         x.exp()
     compiled = trn_notebook.compile(lambda t: t + 1)
     compiled(x)
-    before = state.snapshot()
+    before = facts.snapshot()
     assert before.placement and before.compiles and before.clocks.launches > 0
     trn_notebook.reset(op_overrides=True)
-    after = state.snapshot()
+    after = facts.snapshot()
     assert len(after.placement) == 0 and after.compiles == [] and after.shapes == {}
     assert after.clocks.launches == 0 and after.clocks.sim_device_s == 0
     assert after.memory.counters.allocated >= x.nbytes  # x is alive: its block stays
@@ -106,7 +107,7 @@ def test_register_says_what_each_reset_clears():
         assert {n: c.n for n, c in made.items()} == {"t_always": 0, "t_never": 1, "t_compiled": 1, "t_overrides": 1}
         state.reset(op_overrides=True)
         assert {n: c.n for n, c in made.items()} == {"t_always": 0, "t_never": 1, "t_compiled": 0, "t_overrides": 0}
-        assert state.snapshot().others["t_never"] == 1
+        assert facts.snapshot().others["t_never"] == 1
         with pytest.raises(TypeError, match="snapshot"):
             state.register("t_bad", object())
         with pytest.raises(ValueError, match="reset="):
@@ -121,9 +122,9 @@ def test_reset_restarts_graph_names_and_forgets_compiled_cells(fresh_compiler):
 
     ns = {"x": torch.ones(3, device=N)}
     compile_cell("y = x + 1", ns, name="reset_cell")
-    first = state.snapshot().compiles[-1].graph_name
+    first = facts.snapshot().compiles[-1].graph_name
     assert "reset_cell" in compiled_cells()
     trn_notebook.reset()
-    assert compiled_cells() == {} and state.snapshot().others["graph_names"]["_name_counts"] == {}
+    assert compiled_cells() == {} and facts.snapshot().others["graph_names"]["_name_counts"] == {}
     compile_cell("y = x + 1", ns, name="reset_cell")
-    assert state.snapshot().compiles[-1].graph_name == first  # the same name again, not ..._1
+    assert facts.snapshot().compiles[-1].graph_name == first  # the same name again, not ..._1

@@ -98,7 +98,7 @@ CONSTANTS: dict[str, str] = {
     "presentation.py:EXPLAIN_STAGES": "stage names of %trn explain",
     "presentation.py:COMPILE_STAGE_LABELS": "stage labels of the compile report",
     "profiling/merge.py:LANES": "profiler lane declarations",
-    "state.py:_TYPED": "owner name -> State field, a fixed table",
+    "backends/facts.py:_TYPED": "owner name -> State field, a fixed table",
     "state.py:_registry": "not a constant: the registry of owners itself (holds every owner, never reset)",
     "widgets/_html.py:CATEGORY_COLOURS": "placement category colours",
     "widgets/timeline.py:LANE_ORDER": "timeline lane order",

@@ -1,4 +1,5 @@
-"""Every piece of mutable state in one registry: one snapshot, one reset.
+"""Every piece of mutable state in one registry: one reset (the read layer's
+:func:`trn_notebook.backends.facts.snapshot` takes one typed snapshot of all of it).
 
 Each owner registers itself where it is declared, with what a reset does to it::
 
@@ -11,14 +12,15 @@ from constants, live processes), ``"compiled"`` (only with ``reset(compiled=True
 ``"op_overrides"`` (only with ``reset(op_overrides=True)``). :func:`owners` lists them; ``tests/test_state.py``
 fails on any module-level mutable global of the package that no owner holds.
 
-The original owners (each with a typed, frozen ``snapshot()``):
+The original owners (each with a typed, frozen ``snapshot()``; :class:`~trn_notebook.backends.facts.State`
+bundles them):
 
 ========================  ==============================================  ===========================
 owner                     what it holds                                   snapshot type
 ========================  ==============================================  ===========================
-``placement_log``         per-op calls, costs, bytes, source line         :class:`PlacementSnapshot`
-``clocks``                wall / modeled host / modeled device clocks     :class:`ClockSnapshot`
-``allocator``             device memory counters, peaks, timeline, OOMs   :class:`MemorySnapshot`
+``placement_log``         per-op calls, costs, bytes, source line         ``PlacementSnapshot``
+``clocks``                wall / modeled host / modeled device clocks     ``ClockSnapshot``
+``allocator``             device memory counters, peaks, timeline, OOMs   ``MemorySnapshot``
 ``policy``                user overrides of op categories                 ``dict[str, OpRecord]``
 ``compile_log``           one record per compiled graph                   ``list[CompileRecord]``
 ``shape_log``             input signatures per compiled callable          ``dict[str, ShapeEntry]``
@@ -27,7 +29,8 @@ owner                     what it holds                                   snapsh
 ========================  ==============================================  ===========================
 
 The compiler's owners appear only once the compiler is loaded (it is imported lazily). This module
-imports nothing of the package (every layer registers into it, so it sits below all of them).
+imports nothing of the package, not even for types (every layer registers into it, so it sits below all
+of them).
 """
 
 from __future__ import annotations
@@ -36,14 +39,8 @@ import copy
 import sys
 import threading
 from collections import deque
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol
-
-if TYPE_CHECKING:
-    from .device.allocator import MemorySnapshot
-    from .device.clocks import ClockSnapshot
-    from .device.placement import PlacementSnapshot
-    from .device.registry import OpRecord
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
 
 ResetWhen = bool | Literal["compiled", "op_overrides"]
 
@@ -143,50 +140,6 @@ def owners() -> dict[str, StateOwner]:
     return {name: r.owner for name, r in registrations().items()}
 
 
-@dataclass(frozen=True)
-class State:
-    """A snapshot of every owner (compiler fields are ``None`` while the compiler is not loaded)."""
-
-    placement: PlacementSnapshot
-    clocks: ClockSnapshot
-    memory: MemorySnapshot
-    op_overrides: dict[str, OpRecord]
-    compiles: list[Any] | None = None
-    shapes: dict[str, Any] | None = None
-    compiled_graphs: int | None = None
-    others: dict[str, Any] = field(default_factory=dict)  # every other owner's snapshot, by name
-
-
-_TYPED = {
-    "placement_log": "placement",
-    "clocks": "clocks",
-    "allocator": "memory",
-    "policy": "op_overrides",
-    "compile_log": "compiles",
-    "shape_log": "shapes",
-    "compiled_graphs": "compiled_graphs",
-}
-
-
-def snapshot() -> State:
-    """One consistent-enough view of every owner (each owner's snapshot is taken under its own lock).
-
-    Raises ``RuntimeError`` when the device's owners are not registered (``trn_notebook`` not imported).
-    """
-    regs = registrations()
-    missing = [n for n in ("placement_log", "clocks", "allocator", "policy") if n not in regs]
-    if missing:
-        raise RuntimeError(f"state owners {missing} are not registered: import trn_notebook first")
-    typed: dict[str, Any] = {}
-    others: dict[str, Any] = {}
-    for name, r in regs.items():
-        if name in _TYPED:
-            typed[_TYPED[name]] = r.owner.snapshot()
-        else:
-            others[name] = r.owner.snapshot()
-    return State(**typed, others=others)
-
-
 def reset(*, compiled: bool = True, op_overrides: bool = False) -> None:
     """Start an exercise over: empty the placement log, zero the clocks, restart the memory statistics
     (live tensors keep their memory), show warnings again, and empty the compile, shape and comm logs
@@ -211,11 +164,9 @@ __all__ = [
     "Globals",
     "Registration",
     "ResetWhen",
-    "State",
     "StateOwner",
     "owners",
     "register",
     "registrations",
     "reset",
-    "snapshot",
 ]

@@ -31,7 +31,7 @@ def test_context_manager_restores_and_reset_keeps_policy() -> None:
         assert trn_notebook.numerics_policy() is p
         state.reset()
         assert trn_notebook.numerics_policy() is p  # a setting, like the chip
-        assert state.snapshot().others["numerics"] is p
+        assert state.owners()["numerics"].snapshot() is p
     assert trn_notebook.numerics_policy().mode == "exact"
 
 

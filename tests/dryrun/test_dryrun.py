@@ -22,7 +22,7 @@ def test_dry_figures_do_not_touch_the_session(fresh_device) -> None:
     assert run.memory.counters.peak_allocated > 0
     text = run.summary()
     assert text.startswith("DRY RUN") and "modeled" in text
-    assert trn_notebook.state.snapshot().others["dry_runs"] is run.figures
+    assert trn_notebook.state.owners()["dry_runs"].snapshot() is run.figures
 
 
 def test_value_reads_are_findings_with_source_line(fresh_device) -> None:

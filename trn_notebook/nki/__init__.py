@@ -11,12 +11,14 @@ from .bridge import nki_op
 from .check import CheckResult, check
 from .costmodel import get_kernel_cost_constants, reset_kernel_cost_constants, set_kernel_cost_constants
 from .errors import NkiCapacityError, NkiError
-from .jit import Kernel, KernelRun, UninitializedOutputWarning, estimate, jit, simulate
+from .jit import Kernel, KernelRun, UninitializedOutputWarning, estimate
 from .report import KernelReport
 from .standdown import real_nki
+from .traced import JitKernel, jit, simulate
 
 __all__ = [
     "CheckResult",
+    "JitKernel",
     "Kernel",
     "KernelReport",
     "KernelRun",

@@ -25,7 +25,7 @@ from ..device import costmodel as device_costmodel
 from ..device.clocks import clocks
 from ..device.placement import placement_log
 from ..device.runtime import host_view, wrap
-from .jit import Kernel, simulate
+from .jit import Kernel, as_kernel
 
 CATEGORY = "custom_kernel"
 LIST = -1
@@ -110,7 +110,7 @@ def nki_op(
     def decorate(kernel: Any) -> Any:
         from .standdown import real_nki
 
-        k: Kernel = simulate(kernel)
+        k: Kernel = as_kernel(kernel)
         schema = _schema(k.fn, mutates, outputs, types)
         version = _version(k.fn)
         if real_nki() is not None:  # the real NKI and torch_neuronx own kernels: register the plain call

@@ -19,7 +19,7 @@ import torch
 
 from ..aws_ratio import NumericsRatio, numerics_ratio
 from .costmodel import fmt_seconds
-from .jit import Kernel, simulate
+from .jit import Kernel, as_kernel
 from .report import KernelReport
 
 
@@ -173,7 +173,7 @@ def check(
     """
     from ..device import costmodel as device_costmodel
 
-    k = simulate(kernel)
+    k = as_kernel(kernel)
     cpu_inputs = tuple(a.cpu() if isinstance(a, torch.Tensor) else a for a in inputs)
     run = k.run(*cpu_inputs)
     with torch.no_grad():

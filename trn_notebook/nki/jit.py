@@ -1,4 +1,7 @@
-"""``nki.jit`` and ``nki.simulate``: run a kernel function on the CPU simulator and model its time.
+"""A kernel launch on the CPU simulator, with its modeled time (``nki.jit``'s eager half).
+
+:class:`Kernel` runs a kernel function on the simulator; ``@nki.jit`` (:mod:`.traced`) wraps a
+function in its subclass, which under ``torch.compile`` becomes one custom-op call instead.
 
 A kernel takes HBM tensors (torch CPU tensors, NumPy arrays, or ``neuron`` tensors through their
 host bytes), allocates its outputs with ``nl.ndarray(..., buffer=nl.shared_hbm)`` and returns them.
@@ -71,15 +74,11 @@ class Kernel:
         grid = (grid,) if isinstance(grid, int) else tuple(int(g) for g in grid)
         if not grid or any(g < 1 for g in grid):
             raise NkiError(f"launch grid must be positive integers, got {grid}")
-        k = Kernel(self.fn, grid)
+        k = type(self)(self.fn, grid)
         k.__dict__["_parent"] = self
         return k
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if torch.compiler.is_compiling():  # inside torch.compile: one custom-op call (a kernel_call launch)
-            from .traced import traced_call
-
-            return traced_call(self, args, kwargs)
         return self.run(*args, **kwargs).outputs
 
     def run(self, *args: Any, chip: str | None = None, meta: bool = False, **kwargs: Any) -> KernelRun:
@@ -160,15 +159,8 @@ def _outputs(result: Any, kinds: set[str], meta: bool, name: str) -> Any:
     return outs[0] if single else tuple(outs)
 
 
-def jit(fn: Callable[..., Any] | None = None, **options: Any) -> Any:
-    """Wrap a kernel function as a :class:`Kernel` (``@nki.jit`` or ``@nki.jit()``)."""
-    if fn is None:
-        return lambda f: Kernel(f)
-    return Kernel(fn)
-
-
-def simulate(kernel: Kernel | Callable[..., Any]) -> Kernel:
-    """The CPU-simulated kernel (here every kernel is simulated; kept for NKI source compatibility)."""
+def as_kernel(kernel: Kernel | Callable[..., Any]) -> Kernel:
+    """``kernel`` as a :class:`Kernel` (a function is wrapped; a kernel is returned as it is)."""
     return kernel if isinstance(kernel, Kernel) else Kernel(kernel)
 
 
@@ -177,7 +169,7 @@ def estimate(kernel: Kernel | Callable[..., Any], *args: Any, chip: str | None =
 
     Arguments may be tensors (their shape and dtype are used) or ``(shape, dtype)`` pairs.
     """
-    k = simulate(kernel)
+    k = as_kernel(kernel)
     metas = [
         torch.empty(a[0], dtype=a[1], device="meta")
         if isinstance(a, tuple) and len(a) == 2 and isinstance(a[1], torch.dtype)

@@ -11,7 +11,7 @@ import math
 
 from . import isa as nisa
 from . import language as nl
-from .jit import jit
+from .traced import jit
 
 
 @jit

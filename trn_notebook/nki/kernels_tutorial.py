@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from . import isa as nisa
 from . import language as nl
-from .jit import jit
+from .traced import jit
 
 TM, TK, TN = 128, 128, 512
 

@@ -260,7 +260,7 @@ def matmul(x: NkiTensor, y: NkiTensor, transpose_x: bool = False) -> NkiTensor:
     """``x @ y`` into a new fp32 PSUM tile; ``transpose_x=True`` means ``x`` is already ``[K, M]``."""
     x = _need_tile(x, "matmul")
     y = _need_tile(y, "matmul")
-    stationary = x if transpose_x else UNARY["copy"](transpose(x), dtype=x.dtype)
+    stationary = x if transpose_x else unary(UNARY["copy"], transpose(x), x.dtype)
     out = ndarray((stationary.free_size, y.free_size), float32, psum)
     isa.nc_matmul(out, stationary, y)
     return out
@@ -287,60 +287,83 @@ def broadcast_to(x: NkiTensor, shape: Any, dtype: torch.dtype | None = None) -> 
 
 
 # -- operators: ALU operators and activation functions, by their NKI names ----------------------------
-add = BINARY["add"]
-subtract = BINARY["subtract"]
-multiply = BINARY["multiply"]
-divide = BINARY["divide"]
-maximum = BINARY["maximum"]
-minimum = BINARY["minimum"]
-power = BINARY["power"]
-equal = BINARY["equal"]
-not_equal = BINARY["not_equal"]
-less = BINARY["less"]
-less_equal = BINARY["less_equal"]
-greater = BINARY["greater"]
-greater_equal = BINARY["greater_equal"]
-bitwise_and = BINARY["bitwise_and"]
-bitwise_or = BINARY["bitwise_or"]
-bitwise_xor = BINARY["bitwise_xor"]
-left_shift = BINARY["left_shift"]
-right_shift = BINARY["right_shift"]
-logical_and = BINARY["logical_and"]
-logical_or = BINARY["logical_or"]
-logical_xor = BINARY["logical_xor"]
-fmod = BINARY["fmod"]
-mod = BINARY["mod"]
-copy = UNARY["copy"]
-exp = UNARY["exp"]
-log = UNARY["log"]
-sqrt = UNARY["sqrt"]
-rsqrt = UNARY["rsqrt"]
-reciprocal = UNARY["reciprocal"]
-tanh = UNARY["tanh"]
-sigmoid = UNARY["sigmoid"]
-relu = UNARY["relu"]
-gelu = UNARY["gelu"]
-gelu_apprx_tanh = UNARY["gelu_apprx_tanh"]
-gelu_apprx_sigmoid = UNARY["gelu_apprx_sigmoid"]
-gelu_dx = UNARY["gelu_dx"]
-silu = UNARY["silu"]
-silu_dx = UNARY["silu_dx"]
-softplus = UNARY["softplus"]
-mish = UNARY["mish"]
-erf = UNARY["erf"]
-erf_dx = UNARY["erf_dx"]
-sin = UNARY["sin"]
-cos = UNARY["cos"]
-tan = UNARY["tan"]
-arctan = UNARY["arctan"]
-square = UNARY["square"]
-abs = UNARY["abs"]
-negative = UNARY["negative"]
-sign = UNARY["sign"]
-ceil = UNARY["ceil"]
-floor = UNARY["floor"]
-trunc = UNARY["trunc"]
+class TileBinaryOp(BinaryOp):
+    """``nl.<name>``: the ALU operator of :data:`.ops.BINARY`, also callable on tiles (``nl.add(x, y)``)."""
 
+    def __call__(self, x: Any, y: Any, dtype: torch.dtype | None = None) -> NkiTensor:
+        return binary(self, x, y, dtype)
+
+
+class TileUnaryOp(UnaryOp):
+    """``nl.<name>``: the activation function of :data:`.ops.UNARY`, also callable on a tile (``nl.exp(x)``)."""
+
+    def __call__(self, x: Any, dtype: torch.dtype | None = None) -> NkiTensor:
+        return unary(self, x, dtype)
+
+
+def _b(name: str) -> TileBinaryOp:
+    op = BINARY[name]
+    return TileBinaryOp(op.name, op.fn, op.reduce, op.bitvec)
+
+
+def _u(name: str) -> TileUnaryOp:
+    op = UNARY[name]
+    return TileUnaryOp(op.name, op.fn, op.alu)
+
+
+add = _b("add")
+subtract = _b("subtract")
+multiply = _b("multiply")
+divide = _b("divide")
+maximum = _b("maximum")
+minimum = _b("minimum")
+power = _b("power")
+equal = _b("equal")
+not_equal = _b("not_equal")
+less = _b("less")
+less_equal = _b("less_equal")
+greater = _b("greater")
+greater_equal = _b("greater_equal")
+bitwise_and = _b("bitwise_and")
+bitwise_or = _b("bitwise_or")
+bitwise_xor = _b("bitwise_xor")
+left_shift = _b("left_shift")
+right_shift = _b("right_shift")
+logical_and = _b("logical_and")
+logical_or = _b("logical_or")
+logical_xor = _b("logical_xor")
+fmod = _b("fmod")
+mod = _b("mod")
+copy = _u("copy")
+exp = _u("exp")
+log = _u("log")
+sqrt = _u("sqrt")
+rsqrt = _u("rsqrt")
+reciprocal = _u("reciprocal")
+tanh = _u("tanh")
+sigmoid = _u("sigmoid")
+relu = _u("relu")
+gelu = _u("gelu")
+gelu_apprx_tanh = _u("gelu_apprx_tanh")
+gelu_apprx_sigmoid = _u("gelu_apprx_sigmoid")
+gelu_dx = _u("gelu_dx")
+silu = _u("silu")
+silu_dx = _u("silu_dx")
+softplus = _u("softplus")
+mish = _u("mish")
+erf = _u("erf")
+erf_dx = _u("erf_dx")
+sin = _u("sin")
+cos = _u("cos")
+tan = _u("tan")
+arctan = _u("arctan")
+square = _u("square")
+abs = _u("abs")
+negative = _u("negative")
+sign = _u("sign")
+ceil = _u("ceil")
+floor = _u("floor")
+trunc = _u("trunc")
 
 __all__ = [
     "bool_", "int8", "int16", "int32", "uint8", "uint16", "uint32", "float16", "float32", "bfloat16",

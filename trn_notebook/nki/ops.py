@@ -2,15 +2,15 @@
 
 A :class:`BinaryOp` is an ALU operator (``nl.add``, ``nl.maximum``, ``nl.bitwise_and``...), a
 :class:`UnaryOp` an activation function of the Scalar Engine (``nl.exp``, ``nl.gelu``...). Each
-carries its torch implementation (float32 math, as the engines compute); calling one on tiles is
-the high-level ``nki.language`` form, which issues the matching ISA instruction.
+carries its torch implementation (float32 math, as the engines compute). The ``nki.language`` names
+(``nl.add``...) are callable twins of these (:mod:`.language`): calling one on tiles issues the matching
+ISA instruction. This module knows no tile code, so ``isa`` and ``language`` both sit above it.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -27,11 +27,6 @@ class BinaryOp:
         self.reduce = reduce
         self.bitvec = bitvec
 
-    def __call__(self, x: Any, y: Any, dtype: torch.dtype | None = None) -> Any:
-        from .language import binary
-
-        return binary(self, x, y, dtype)
-
     def __repr__(self) -> str:
         return f"nl.{self.name}"
 
@@ -43,11 +38,6 @@ class UnaryOp:
         self.name = name
         self.fn = fn
         self.alu = alu  # also a VectorE unary ALU op (abs, negative) usable in tensor_scalar
-
-    def __call__(self, x: Any, dtype: torch.dtype | None = None) -> Any:
-        from .language import unary
-
-        return unary(self, x, dtype)
 
     def __repr__(self) -> str:
         return f"nl.{self.name}"

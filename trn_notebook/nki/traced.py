@@ -1,7 +1,8 @@
-"""An ``@nki.jit`` kernel called inside ``torch.compile``: the same kernel as one ``kernel_call`` launch.
+"""``@nki.jit`` and ``nki.simulate``: a kernel that runs simulated eagerly and, called inside
+``torch.compile``, as the same kernel in one ``kernel_call`` launch.
 
 Dynamo cannot trace the simulator (it reads tensors' host bytes), so under compilation
-:meth:`Kernel.__call__ <.jit.Kernel.__call__>` calls a custom op instead: the kernel registered
+:meth:`JitKernel.__call__` calls a custom op instead: the kernel registered
 once with :func:`~.bridge.nki_op` as ``trn_nki_jit::<name>_<code hash>`` returning ``Tensor[]``. The
 registration runs eagerly at trace time (``torch._dynamo.assume_constant_result``), so the graph
 holds one call of the op and the neuron compiler lowers it to one ``kernel_call`` node. What the
@@ -14,14 +15,14 @@ from __future__ import annotations
 
 import inspect
 import re
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
+from .bridge import LIST, _version, nki_op
 from .errors import NkiError
-
-if TYPE_CHECKING:
-    from .jit import Kernel
+from .jit import Kernel
 
 NAMESPACE = "trn_nki_jit"
 _OPS: dict[str, Any] = {}
@@ -44,8 +45,6 @@ def op_for(kernel: Kernel, kinds: tuple[str, ...]) -> str:
     ``kinds``: the schema type of each positional argument of the call (``Tensor``, ``float``...): one op
     per combination. Raises :class:`NkiError` for what the automatic route cannot carry.
     """
-    from .bridge import LIST, _version, nki_op
-
     grid = getattr(kernel, "grid", None)
     if grid is None:  # a Kernel object dynamo built while tracing (``kernel[4](x)`` inside the compiled code)
         raise _refuse(kernel, "the launch grid was chosen inside the compiled code; pick it outside: k4 = kernel[4]")
@@ -104,3 +103,27 @@ def _no_gradient(ctx: Any, *grads: Any) -> Any:
         "an @nki.jit kernel has no gradient; give one with trn_notebook.nki_op('mylib::name', reference=torch_fn) "
         "or backward=..."
     )
+
+
+class JitKernel(Kernel):
+    """A kernel function wrapped by :func:`jit`: simulated when called eagerly (or ``kernel[grid](...)``),
+    one custom-op call (a ``kernel_call`` launch) when called inside ``torch.compile``."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if torch.compiler.is_compiling():
+            return traced_call(self, args, kwargs)
+        return self.run(*args, **kwargs).outputs
+
+
+def jit(fn: Callable[..., Any] | None = None, **options: Any) -> Any:
+    """Wrap a kernel function as a :class:`JitKernel` (``@nki.jit`` or ``@nki.jit()``)."""
+    if fn is None:
+        return lambda f: JitKernel(f)
+    return JitKernel(fn)
+
+
+def simulate(kernel: Kernel | Callable[..., Any]) -> JitKernel:
+    """The CPU-simulated kernel (here every kernel is simulated; kept for NKI source compatibility)."""
+    if isinstance(kernel, JitKernel):
+        return kernel
+    return JitKernel(kernel.fn if isinstance(kernel, Kernel) else kernel)
