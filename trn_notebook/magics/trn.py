@@ -343,7 +343,7 @@ class TrnMagics(Magics):
         return render.render_dashboard(session.dashboard())
 
     def _cmd_reset(self, args: argparse.Namespace, cell: str | None) -> Any:
-        from .. import reset
+        from ..state import reset
 
         reset(compiled=not args.keep_compiled)
         kept = "compiled graphs kept in memory" if args.keep_compiled else "compiled graphs dropped from memory"

@@ -44,7 +44,7 @@ class Evidence:
 
 
 def _versions() -> dict[str, str]:
-    from .. import __version__
+    from .._version import __version__
 
     backend = backends.current()
     versions = {"python": platform.python_version(), "torch": torch.__version__, "trn-notebook": __version__}

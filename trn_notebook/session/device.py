@@ -74,7 +74,7 @@ def device_card() -> Card:
 
 
 def _version() -> str:
-    from .. import __version__
+    from .._version import __version__
 
     return str(__version__)
 
