@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import warnings
 
 import pytest
 import torch
@@ -25,7 +26,7 @@ pytestmark = pytest.mark.usefixtures("clean")
 # -- loading ----------------------------------------------------------------------------------------
 def test_load_ext_registers_magic_and_unload_removes_everything(ip):
     assert "trn" in ip.magics_manager.magics["line"] and "trn" in ip.magics_manager.magics["cell"]
-    assert getattr(placement_log.source_formatter, "trn_shell", None) is ip
+    assert getattr(warnings.formatwarning, "trn_shell", None) is ip  # warnings name cells
     from trn_notebook.magics import status_comm
 
     assert ip in status_comm._registered  # the status bar's comm target is registered on load
@@ -36,7 +37,7 @@ def test_load_ext_registers_magic_and_unload_removes_everything(ip):
         assert "trn" not in ip.magics_manager.magics["cell"]
         assert cell_finished.emit not in ip.events.callbacks["post_run_cell"]
         assert "%trn" not in ip.strdispatchers["complete_command"].strs
-        assert getattr(placement_log.source_formatter, "trn_shell", None) is None
+        assert getattr(warnings.formatwarning, "trn_shell", None) is None
         assert ip not in status_comm._registered
         assert status_comm.TARGET_NAME not in status_comm.comm_manager(ip).targets
     finally:

@@ -93,12 +93,9 @@ def graph_break_error(name: str, exc: BaseException) -> GraphBreakError:
     where = ""
     if stack:
         frame = stack[-1]
-        from ..device.placement import placement_log  # names notebook cells "cell [N] line L"
+        from ..device.source_lines import format_source  # names notebook cells "cell [N] line L"
 
-        try:
-            at = placement_log.source_formatter(frame.filename, frame.lineno or 0)
-        except Exception:
-            at = f"{frame.filename}:{frame.lineno}"
+        at = format_source(frame.filename, frame.lineno or 0)
         where = f" at {at}" + (f" ({frame.line.strip()})" if frame.line else "")
     reason = str(exc).strip().split("\n")[0]
     return GraphBreakError(

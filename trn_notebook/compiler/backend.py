@@ -150,12 +150,9 @@ def _graph_breaks(gm: torch.fx.GraphModule) -> list[dict[str, str]]:
     source = ""
     if stack:
         frame = stack[-1]
-        from ..device.placement import placement_log
+        from ..device.source_lines import format_source
 
-        try:
-            source = placement_log.source_formatter(frame.filename, frame.lineno or 0)
-        except Exception:
-            source = f"{frame.filename}:{frame.lineno}"
+        source = format_source(frame.filename, frame.lineno or 0)
     return [{"reason": str(reason.reason).strip(), "source": source}]
 
 
@@ -438,7 +435,7 @@ class _Capture:
         scalar_counters = all(t.shape == () for n, t in graph.inputs if t.dtype in ("i64", "f64") and n in (what or ""))
         if what and what != "internal" and not scalar_counters and self.model not in _downcast_warned:
             _downcast_warned.add(self.model)  # once per model, not once per graph (each bucket is a graph)
-            from ..device.placement import user_frame
+            from ..device.source_lines import user_frame
 
             where = user_frame() or ("<unknown>", 0)
             warnings.warn_explicit(

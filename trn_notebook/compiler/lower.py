@@ -11,15 +11,14 @@ Anything else raises :class:`LoweringError`, which names the op and says what to
 from __future__ import annotations
 
 import operator
-import os
 import re
 from typing import Any
 
 import torch
 import torch.fx
 
-from ..device.placement import placement_log
 from ..device.registry import memory_format_error
+from ..device.source_lines import format_source, is_user_file
 from .ir import DTYPE_NAMES, DType, Graph, IRError, Node, Ref, TensorType
 from .kernel_call import entry_for
 from .ops import LOWERINGS
@@ -28,7 +27,6 @@ from .verify import verify
 
 _FRAME_RE = re.compile(r'File "([^"]+)", line (\d+)')
 _DROP_KWARGS = frozenset({"device", "layout", "pin_memory"})
-_SKIP_DIRS = (os.path.dirname(torch.__file__), os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 # User calls that take a memory format themselves: a channels_last request from one of these is the user's own.
@@ -45,15 +43,11 @@ class LoweringError(NotImplementedError):
 def user_source(node: torch.fx.Node) -> str:
     """``file:line`` of the user code that produced ``node`` (last frame of its stack trace)."""
     trace = node.meta.get("stack_trace") or ""
-    frames = [f for f in _FRAME_RE.findall(trace) if not f[0].startswith(_SKIP_DIRS)]
+    frames = [f for f in _FRAME_RE.findall(trace) if is_user_file(f[0])]
     if not frames:
         return ""
     filename, line = frames[-1]
-    try:
-        text = placement_log.source_formatter(filename, int(line))
-    except Exception:
-        text = f"{filename}:{line}"
-    return text.replace("\n", " ").replace("  # ", " # ")
+    return format_source(filename, int(line))
 
 
 def _format_asked_by_user(node: torch.fx.Node) -> bool:

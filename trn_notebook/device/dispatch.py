@@ -27,10 +27,11 @@ from .clocks import clocks
 from .numerics import numerics as _numerics
 from .numerics_ops import call as _numerics_call
 from .op_table import RNG as EXPECTED_ON_HOST  # by design on the host: explained once, not warned
-from .placement import placement_log, user_frame
+from .placement import placement_log
 from .policy import REJECTED_DTYPES, policy
 from .registry import NATIVE_MEMORY_FORMATS, memory_format_error
 from .runtime import cached_host_view, check_representable, forget_host_views, host_view, rebind, state, wrap
+from .source_lines import user_frame
 
 _perf = time.perf_counter
 _Tensor = torch.Tensor

@@ -158,7 +158,7 @@ def warn_integer_fp32(op: str, dtype: torch.dtype, engine: str, where: tuple[str
     neuronx-cc warns by default (aws-neuron-sdk release-notes/components/compiler.rst L28)."""
     import warnings
 
-    from .placement import user_frame
+    from .source_lines import user_frame
 
     where = where or user_frame() or ("<unknown>", 0)
     key = (f"integer:{op}", f"{where[0]}:{where[1]}")

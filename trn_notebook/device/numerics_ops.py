@@ -20,7 +20,6 @@ there: ``numerics.active``). Per class (:meth:`~.registry.OpRecord.numerics_clas
 
 from __future__ import annotations
 
-import re
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -37,9 +36,9 @@ from .numerics import (
     numerics,
     warn_integer_fp32,
 )
-from .placement import user_frame
 from .policy import policy as _registry
 from .registry import NumericsClass
+from .source_lines import parse_source, user_frame
 
 _Tensor = torch.Tensor
 LOW_FLOATS = frozenset({torch.bfloat16, torch.float16, torch.float8_e4m3fn, torch.float8_e5m2})
@@ -396,14 +395,12 @@ def check_node(x: torch.Tensor, *, op: str, source: str) -> torch.Tensor:
     return x
 
 
-_SOURCE_RE = re.compile(r"^(.*?):(\d+)(?:\s|$)")
-_CELL_RE = re.compile(r"^(cell \[\d+\]) line (\d+)")
-
-
 def source_where(source: str) -> tuple[str, int]:
     """``(filename, line)`` of an IR node's source text (``file:line`` or ``cell [N] line L``)."""
-    m = _SOURCE_RE.match(source) or _CELL_RE.match(source)
-    return (m.group(1), int(m.group(2))) if m else (source or "<compiled graph>", 0)
+    src = parse_source(source)
+    if src is None:
+        return (source or "<compiled graph>", 0)
+    return (f"cell [{src.cell}]" if src.cell is not None else src.file, src.line)
 
 
 def _check_range(name: str, valid: Any, hargs: list[Any], where: tuple[str, int] | None = None) -> None:

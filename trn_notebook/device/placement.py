@@ -12,18 +12,13 @@ backend builds from this snapshot; nothing else counts ops.
 
 from __future__ import annotations
 
-import importlib.util
-import os
-import sys
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-import torch
-
 from .. import state as _state
+from .source_lines import user_source
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -109,34 +104,6 @@ class PlacementSnapshot(Mapping[str, PlacementEntry]):
         return df.sort_values(["device_ms", "calls"], ascending=False, ignore_index=True)
 
 
-def _package_dir(name: str) -> str | None:
-    """Folder of an installed package, found without importing it."""
-    spec = importlib.util.find_spec(name)
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return os.path.join(next(iter(spec.submodule_search_locations)), "")
-
-
-# Frames in these folders are never "the user's line": torch, us, the standard library, and the
-# notebook machinery that calls user code (IPython, ipykernel, widgets, traitlets, tornado).
-_SKIP_DIRS = tuple(
-    d
-    for d in (
-        os.path.join(os.path.dirname(torch.__file__), ""),
-        os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ""),  # trn_notebook
-        os.path.join(os.path.dirname(threading.__file__), ""),  # the standard library (its top level)
-        *(_package_dir(n) for n in ("IPython", "ipykernel", "ipywidgets", "anywidget", "traitlets", "tornado", "comm")),
-    )
-    if d
-)
-
-SourceFormatter = Callable[[str, int], str]
-
-
-def _default_formatter(filename: str, lineno: int) -> str:
-    return f"{filename}:{lineno}"
-
-
 class PlacementLog:
     """Per-op counters keyed by base op name; thread-safe (backward runs on the autograd thread)."""
 
@@ -145,7 +112,6 @@ class PlacementLog:
         self.entries: dict[str, list[Any]] = {}
         self.total_calls = 0
         self.version = 0
-        self.source_formatter: SourceFormatter = _default_formatter
 
     def record(self, name: str, category: str, host_s: float, device_s: float, h2d: int = 0, d2h: int = 0) -> None:
         """Add one call of op ``name``; captures the user's source line on the op's first call."""
@@ -172,14 +138,8 @@ class PlacementLog:
             self.version += 1
 
     def user_source(self) -> str:
-        """The first frame outside torch, trn_notebook, the standard library and Jupyter, formatted."""
-        where = user_frame()
-        if where is None:
-            return "<no user frame: autograd engine or notebook machinery>"
-        try:
-            return self.source_formatter(*where)
-        except Exception:
-            return _default_formatter(*where)
+        """The user's line that called the op, named (:mod:`.source_lines`' rule)."""
+        return user_source()
 
     def snapshot(self) -> PlacementSnapshot:
         """Every entry as a frozen :class:`PlacementEntry`, by op."""
@@ -199,17 +159,6 @@ class PlacementLog:
             self.entries = {}
             self.total_calls = 0
             self.version += 1
-
-
-def user_frame() -> tuple[str, int] | None:
-    """``(filename, lineno)`` of the innermost frame that belongs to user code, or ``None``."""
-    frame: FrameType | None = sys._getframe(1)
-    while frame is not None:
-        filename = frame.f_code.co_filename
-        if not filename.startswith(_SKIP_DIRS) and not filename.startswith("<frozen"):
-            return filename, frame.f_lineno
-        frame = frame.f_back
-    return None
 
 
 def diff_snapshots(before: Mapping[str, PlacementEntry], after: PlacementSnapshot) -> PlacementSnapshot:

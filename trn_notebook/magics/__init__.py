@@ -1,7 +1,7 @@
 """IPython integration of trn-notebook: the ``%trn`` magics and the status-bar comm.
 
-``load_ipython_extension`` registers the ``%trn`` / ``%%trn`` magic, tab completion, cell-aware
-source lines in the placement log, the one cell-finished event (``session.events``) and the status-bar comm;
+``load_ipython_extension`` registers the ``%trn`` / ``%%trn`` magic, tab completion, cell-named
+warnings, the one cell-finished event (``session.events``) and the status-bar comm;
 ``unload_ipython_extension`` undoes all of it. Both are idempotent.
 """
 
@@ -26,7 +26,6 @@ def load_ipython_extension(shell: InteractiveShell) -> None:
     unload_ipython_extension(shell)
     shell.register_magics(TrnMagics)
     hooks.install_completion(shell)
-    hooks.install_source_formatter(shell)
     hooks.install_warning_format(shell)
     cell_finished.install(shell)  # the one post_run_cell hook: every view subscribes to it
     status_comm.register(shell, _payload)  # type: ignore[arg-type]
@@ -39,7 +38,6 @@ def unload_ipython_extension(shell: InteractiveShell) -> None:
         manager.magics[kind].pop("trn", None)
     manager.registry.pop(TrnMagics.__name__, None)
     hooks.remove_completion(shell)
-    hooks.remove_source_formatter(shell)
     hooks.remove_warning_format(shell)
     cell_finished.uninstall(shell)
     status_comm.unregister(shell)

@@ -1,6 +1,6 @@
-"""Which notebook cell a line of code is in: ``cell [N] line L`` names, and the cell running now.
+"""Which notebook cell is running now, and cell names for the compiler's ``file:line`` sources.
 
-Below the hooks, the parser and the magics, which all name cells (one rule, here)."""
+The naming rule itself is :mod:`trn_notebook.device.source_lines` (one rule for every view)."""
 
 from __future__ import annotations
 
@@ -10,17 +10,7 @@ from types import FrameType
 
 from IPython.core.interactiveshell import InteractiveShell
 
-
-def cell_source_formatter(shell: InteractiveShell) -> Callable[[str, int], str]:
-    """``fn(filename, lineno)`` naming IPython cells ``cell [N] line L`` (else ``filename:line``)."""
-    filename_map: dict[str, int] = getattr(shell.compile, "_filename_map", {})
-
-    def fmt(filename: str, lineno: int) -> str:
-        count = filename_map.get(filename)
-        return f"{filename}:{lineno}" if count is None else f"cell [{count}] line {lineno}"
-
-    fmt.trn_shell = shell  # type: ignore[attr-defined]  # marks our formatter for unload
-    return fmt
+from ..device.source_lines import parse_source
 
 
 def current_cell_number(shell: InteractiveShell) -> int:
@@ -40,11 +30,11 @@ def current_cell_number(shell: InteractiveShell) -> int:
 
 
 def describe_source(shell: InteractiveShell) -> Callable[[str], str]:
-    """Map a ``filename:line`` string (as the compiler reports sources) to ``cell [N] line L``."""
-    fmt = cell_source_formatter(shell)
+    """Map a ``filename:line`` string (as the compiler reports sources) to ``cell [N] line L``
+    (:mod:`trn_notebook.device.source_lines`' rule; ``shell`` is the one whose cells are named)."""
 
     def describe(source: str) -> str:
-        filename, sep, line = source.rpartition(":")
-        return fmt(filename, int(line)) if sep and line.isdigit() else source
+        src = parse_source(source)
+        return str(src) if src is not None else source
 
     return describe

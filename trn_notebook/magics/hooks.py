@@ -10,36 +10,21 @@ from typing import Any
 from IPython.core.error import TryNext
 from IPython.core.interactiveshell import InteractiveShell
 
-from ..device.placement import placement_log
-from .cells import cell_source_formatter
+from ..device.source_lines import format_source
 from .parser import CELL_MODES, CHIPS, LINE_ONLY, STAGES, subparsers
 
 COMPLETION_KEYS = ("%trn", "%%trn")
-
-
-def install_source_formatter(shell: InteractiveShell) -> None:
-    """Make the placement log name notebook cells; idempotent."""
-    placement_log.source_formatter = cell_source_formatter(shell)
-
-
-def remove_source_formatter(shell: InteractiveShell) -> None:
-    """Restore the default ``filename:line`` formatter if ours is installed."""
-    if getattr(placement_log.source_formatter, "trn_shell", None) is shell:
-        from ..device.placement import _default_formatter
-
-        placement_log.source_formatter = _default_formatter
 
 
 def install_warning_format(shell: InteractiveShell) -> None:
     """Name notebook cells in warnings: ``cell [3] line 2: NeuronFallbackWarning: …``; idempotent."""
     remove_warning_format(shell)
     previous = warnings.formatwarning
-    fmt = cell_source_formatter(shell)
 
     def formatwarning(
         message: Warning | str, category: type[Warning], filename: str, lineno: int, line: str | None = None
     ) -> str:
-        where = fmt(filename, lineno)
+        where = format_source(filename, lineno)
         if not where.startswith("cell ["):
             return previous(message, category, filename, lineno, line)
         text = (line if line is not None else linecache.getline(filename, lineno)).strip()

@@ -21,11 +21,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import state as _state
-from ..device.placement import _SKIP_DIRS
 from ..device.runtime import allocator
+from ..device.source_lines import is_user_file, source_line
 from ..outfiles import check_writable
 from .memory_owners import attribute, frame_owner, identified_blocks, owner_totals, thread_owner
-from .recorder import _format_source
 from .safe_write import refuse_foreign, write_atomic
 
 if TYPE_CHECKING:
@@ -104,9 +103,9 @@ def _walk(f: Any) -> tuple[list[dict[str, Any]], str]:
         filename = f.f_code.co_filename
         if not owner:
             owner = frame_owner(filename, f.f_code.co_name)
-        if len(out) < MAX_FRAMES and not filename.startswith(_SKIP_DIRS) and not filename.startswith("<frozen"):
-            where = _format_source(filename, f.f_lineno)
-            name = where.rsplit(" line ", 1)[0] if where.startswith("cell [") else filename
+        if len(out) < MAX_FRAMES and is_user_file(filename):
+            src = source_line(filename, f.f_lineno)
+            name = f"cell [{src.cell}]" if src.cell is not None else filename
             out.append({"filename": name, "line": f.f_lineno, "name": f.f_code.co_name})
         f = f.f_back
     return out, owner

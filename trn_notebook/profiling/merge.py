@@ -12,9 +12,9 @@ wall seconds of graphs compiled inside the window (a real host would stall the d
 from __future__ import annotations
 
 import bisect
-import linecache
 from typing import Any
 
+from ..device.source_lines import code_of
 from . import kineto
 from .kineto import CAT_GRAPH, CAT_KERNEL, CAT_MEMCPY, STREAM_COMM, STREAM_COMPUTE, STREAM_DMA
 from .link import link, simulator_kernels
@@ -321,20 +321,4 @@ def _graph_kernels(exe: Any, start_us: float, source: str, code: str = "") -> li
 
 def code_for(source: str) -> str:
     """The text of a ``file:line`` or ``cell [N] line L`` source line ('' when unknown)."""
-    try:
-        if source.startswith("cell ["):
-            count = int(source[6 : source.index("]")])
-            line = int(source.rsplit(" ", 1)[1])
-            from .recorder import _ipython
-
-            shell = _ipython()
-            if shell is None:
-                return ""
-            for filename, n in getattr(shell.compile, "_filename_map", {}).items():
-                if n == count:
-                    return linecache.getline(filename, line).strip()
-            return ""
-        filename, _, line_s = source.rpartition(":")
-        return linecache.getline(filename, int(line_s)).strip() if line_s.isdigit() else ""
-    except (ValueError, IndexError):
-        return ""
+    return code_of(source)

@@ -11,7 +11,6 @@ the exported trace, and :mod:`.adapter` hooks these steps into torch's profiler.
 
 from __future__ import annotations
 
-import linecache
 import sys
 import threading
 import time
@@ -20,8 +19,8 @@ from typing import Any
 
 from .. import state as _state
 from ..device.clocks import clocks
-from ..device.placement import placement_log
 from ..device.runtime import allocator, state
+from ..device.source_lines import source_line, user_frame
 
 MAX_EVENTS = 1_000_000
 """Records kept per profile; beyond this the oldest are dropped and the trace says how many."""
@@ -133,45 +132,12 @@ class Recorder:
 
 
 def _user_frame(frames: dict[tuple[str, int], tuple[str, str]]) -> tuple[str, int] | None:
-    """The innermost user frame as ``(filename, line)``; formatted once per distinct line."""
-    from ..device.placement import _SKIP_DIRS
-
-    f: Any = _getframe(2)
-    while f is not None:
-        filename = f.f_code.co_filename
-        if not filename.startswith(_SKIP_DIRS) and not filename.startswith("<frozen"):
-            key = (filename, f.f_lineno)
-            if key not in frames:
-                frames[key] = (_format_source(filename, f.f_lineno), linecache.getline(filename, f.f_lineno).strip())
-            return key
-        f = f.f_back
-    return None
-
-
-def _format_source(filename: str, lineno: int) -> str:
-    """``cell [N] line L`` inside IPython (with or without the magics loaded), else ``file:line``."""
-    try:
-        text = placement_log.source_formatter(filename, lineno)
-    except Exception:
-        text = f"{filename}:{lineno}"
-    if text.startswith("cell ["):
-        return text
-    shell = _ipython()
-    if shell is not None:
-        count = getattr(shell.compile, "_filename_map", {}).get(filename)
-        if count is not None:
-            return f"cell [{count}] line {lineno}"
-    return text
-
-
-def _ipython() -> Any:
-    mod = sys.modules.get("IPython")
-    if mod is None:
-        return None
-    try:
-        return mod.get_ipython()
-    except Exception:
-        return None
+    """The innermost user frame as ``(filename, line)``; named once per distinct line."""
+    key = user_frame(_getframe(2))
+    if key is not None and key not in frames:
+        src = source_line(*key, code=True)
+        frames[key] = (str(src), src.code)
+    return key
 
 
 def _add_compiles(session: Session) -> None:
