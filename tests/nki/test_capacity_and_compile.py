@@ -87,3 +87,16 @@ def test_grid_chosen_inside_compile_names_nki_op(fresh_compiler):
     g = torch.compile(lambda x: softmax2(x), fullgraph=True, backend="neuron")
     x = torch.randn(128, 8)
     torch.testing.assert_close(g(x.to("neuron")).cpu(), torch.softmax(x, -1), rtol=1e-5, atol=1e-5)
+
+
+def test_simulate_keeps_a_kernels_launch_grid_and_gives_the_compile_aware_kernel():
+    from trn_notebook.nki.jit import Kernel
+    from trn_notebook.nki.traced import JitKernel
+
+    def fn(x):  # never run: only the wrapping is checked
+        return x
+
+    k = nki.simulate(Kernel(fn, (4,)))
+    assert isinstance(k, JitKernel) and k.grid == (4,) and k.fn is fn
+    j = nki.jit(fn)
+    assert nki.simulate(j) is j and isinstance(j[2], JitKernel) and j[2].grid == (2,)

@@ -117,12 +117,13 @@ def user_source() -> str:
 def parse_source(text: str) -> SourceLine | None:
     """A :class:`SourceLine` back from its name (``cell [N] line L`` or ``file:line``), ``None`` if neither.
 
-    A cell's file is found through IPython's map when the cell is still known, else it is ``cell [N]``.
+    A cell's file is found through IPython's map when the cell is still known (the latest cell of that
+    number: cells run without history share one), else it is ``cell [N]``.
     """
     m = _CELL_RE.match(text)
     if m:
         cell, line = int(m.group(1)), int(m.group(2))
-        file = next((f for f, n in _cell_map().items() if n == cell), f"cell [{cell}]")
+        file = next((f for f, n in reversed(_cell_map().items()) if n == cell), f"cell [{cell}]")
         return SourceLine(file, line, cell)
     m = _FILE_RE.match(text)
     return SourceLine(m.group(1), int(m.group(2)), _cell_map().get(m.group(1))) if m else None

@@ -5,7 +5,6 @@ The naming rule itself is :mod:`trn_notebook.device.source_lines` (one rule for 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 from types import FrameType
 
 from IPython.core.interactiveshell import InteractiveShell
@@ -29,12 +28,8 @@ def current_cell_number(shell: InteractiveShell) -> int:
     return shell.execution_count
 
 
-def describe_source(shell: InteractiveShell) -> Callable[[str], str]:
-    """Map a ``filename:line`` string (as the compiler reports sources) to ``cell [N] line L``
-    (:mod:`trn_notebook.device.source_lines`' rule; ``shell`` is the one whose cells are named)."""
-
-    def describe(source: str) -> str:
-        src = parse_source(source)
-        return str(src) if src is not None else source
-
-    return describe
+def describe_source(source: str) -> str:
+    """A ``filename:line`` string (as the compiler reports sources) named ``cell [N] line L`` when it is a
+    cell's line (:mod:`trn_notebook.device.source_lines`' rule); any other text unchanged."""
+    src = parse_source(source)
+    return str(src) if src is not None else source

@@ -165,7 +165,7 @@ class TrnMagics(Magics):
                 filename=filename,
                 first_line=2,
                 on_progress=progress,
-                describe_source=describe_source(self.shell),
+                describe_source=describe_source,
             )
         except CellInputError as exc:
             progress.finish(Message(f"compiling {name}: not started ({exc})", "error"))

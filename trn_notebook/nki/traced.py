@@ -126,4 +126,4 @@ def simulate(kernel: Kernel | Callable[..., Any]) -> JitKernel:
     """The CPU-simulated kernel (here every kernel is simulated; kept for NKI source compatibility)."""
     if isinstance(kernel, JitKernel):
         return kernel
-    return JitKernel(kernel.fn if isinstance(kernel, Kernel) else kernel)
+    return JitKernel(kernel.fn, kernel.grid) if isinstance(kernel, Kernel) else JitKernel(kernel)

@@ -310,15 +310,10 @@ def _graph_kernels(exe: Any, start_us: float, source: str, code: str = "") -> li
             "ir_nodes": nodes,
             "source": lines[0] if lines else "",
             "sources": lines,
-            "code": (code_for(lines[0]) or code) if lines else "",
+            "code": (code_of(lines[0]) or code) if lines else "",
             "modeled_us": kn.device_s * 1e6,
             "graph": getattr(exe, "launch_name", ""),
         }
         out.append(_x("kernel", args["op"], t, kn.device_s * 1e6, args, CAT_KERNEL))
         t += kn.device_s * 1e6
     return out
-
-
-def code_for(source: str) -> str:
-    """The text of a ``file:line`` or ``cell [N] line L`` source line ('' when unknown)."""
-    return code_of(source)
