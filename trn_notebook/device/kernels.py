@@ -12,8 +12,10 @@ from typing import Any
 import torch
 
 from . import config as _config
-from .dispatch import DirectKernel, _reject_dtype, flags, record_sync, record_transfer, run_op
-from .policy import REJECTED_DTYPES, registry
+from .dispatch import DirectKernel, _reject_dtype, _run, flags, op_info, record_sync, record_transfer, run_op
+from .foreach_fast import NOT_TAKEN, fresh_outputs, run_foreach
+from .numerics import numerics as _numerics
+from .policy import REJECTED_DTYPES, policy, registry
 from .registry import memory_format_error
 from .runtime import _CPU_KEYSET, _set_storage, empty, host_storage, host_view, new_storage
 
@@ -275,6 +277,28 @@ def neuron_storage(nbytes: int) -> torch.UntypedStorage:
     return new_storage(host)
 
 
+class ForeachKernel(DirectKernel):
+    """A foreach overload's kernel: the steady-state path of :mod:`.foreach_fast` when its arguments are
+    lists of neuron tensors of one native dtype (torch.optim's foreach steps), else :func:`run_op`'s general
+    path (and always under the trainium numerics policy, which rounds each written tensor there)."""
+
+    __slots__ = ("fresh",)
+
+    def __init__(self, op: torch._ops.OpOverload) -> None:
+        super().__init__(op)
+        self.fresh = fresh_outputs(op)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        info = self.info
+        if info is None or info.version != policy.version:
+            info = self.info = op_info(self.op)
+        if not _numerics.active:
+            out = run_foreach(info, self.fresh, args, kwargs)
+            if out is not NOT_TAKEN:
+                return out
+        return _run(info, args, kwargs)
+
+
 def direct_overloads() -> list[str]:
     """Overloads whose record asks for a direct kernel (``"add.Tensor"``): hot functional ops skip
     ``empty`` + ``.out`` (roughly halving their cost); ops whose generic (CompositeExplicitAutograd)
@@ -310,6 +334,7 @@ def register_kernels(lib: torch.library.Library) -> list[str]:
         base, _, overload = name.partition(".")
         packet = getattr(torch.ops.aten, base)
         op = getattr(packet, overload or "default")
-        lib.impl(name, DirectKernel(op), "PrivateUse1")  # foreach ops: one launch, under trainium too
+        kernel = ForeachKernel(op) if base.startswith("_foreach_") else DirectKernel(op)
+        lib.impl(name, kernel, "PrivateUse1")  # foreach ops: one launch, under trainium too
         names.append(name)
     return names
