@@ -36,3 +36,11 @@ def test_python_typed_factories_reload_from_disk_and_match_cpu():
     for got in (first, second):
         for g, e in zip(got, expected, strict=True):
             assert g.dtype == e.dtype and torch.equal(g, e), (g, e)
+
+
+def test_a_graph_without_tensor_inputs_makes_its_factories_on_neuron():
+    # torch.ones(3, device="neuron") alone in a graph: no input says where it runs (it ran on the CPU)
+    made = torch.compile(lambda: torch.ones(2, 3, device="neuron") * 2, backend="neuron", fullgraph=True)()
+    assert made.device.type == "neuron" and torch.equal(made.cpu(), torch.full((2, 3), 2.0))
+    host = torch.compile(lambda: torch.ones(2, 3) * 2, backend="neuron", fullgraph=True)()
+    assert host.device.type == "cpu"  # a CPU-only graph stays on the CPU

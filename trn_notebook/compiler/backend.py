@@ -216,7 +216,7 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs: list[Any], **kwargs
     started = _capture_started[0]
     capture_us = (t_entry - started) * 1e6 if started and t_entry - started < 3600 else 0.0
     model = opts.model_name or callable_name or _guess_model_name()
-    on_device = any(isinstance(x, torch.Tensor) and x.device.type not in ("cpu", "meta") for x in example_inputs)
+    on_device = contracts.runs_on_device(gm, example_inputs)
     if callable_name is None:
         user = _user_inputs(gm, example_inputs)
         if user:

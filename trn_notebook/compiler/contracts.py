@@ -97,3 +97,10 @@ def check_static(example_inputs: list[Any]) -> None:
             raise dynamic_error()
         if isinstance(x, torch.Tensor) and any(isinstance(s, torch.SymInt) for s in x.shape):
             raise dynamic_error()
+
+
+def runs_on_device(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> bool:
+    """Whether a dynamo graph runs on neuron: a device input, or a value it makes there (``torch.ones(3,
+    device="neuron")`` in a graph without tensor inputs, whose result must then be a neuron tensor). Never raises."""
+    made = torch.utils._pytree.tree_leaves([n.meta.get("example_value") for n in gm.graph.nodes])
+    return any(isinstance(x, torch.Tensor) and x.device.type not in ("cpu", "meta") for x in (*example_inputs, *made))
