@@ -10,6 +10,7 @@ import torch.distributed as dist
 from torch.distributed.fsdp import fully_shard
 
 import trn_notebook
+from trn_notebook.device.allocator import round_size
 from trn_notebook.distributed.commmodel import collective_seconds
 from trn_notebook.planner import Layout, Workload, parse_layouts
 
@@ -118,3 +119,92 @@ def test_layouts_parse_and_bad_ones_say_the_form() -> None:
         Workload(kind="serve")
     with pytest.raises(TypeError, match="factory"):
         trn_notebook.plan(torch.nn.Linear(2, 2))
+
+
+def _grad_bytes(m: torch.nn.Module) -> int:
+    return sum(p.numel() * p.element_size() for p in m.parameters())
+
+
+def test_ddp_all_reduces_the_gradient_buckets_ddp_forms(fresh_device) -> None:
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    with trn_notebook.dryrun(world_size=4) as run:
+        with torch.device("neuron"):
+            m = _mlp()
+        ddp = DDP(m, bucket_cap_mb=5)  # DDP itself: its parameter-shape check, broadcast and C++ Reducer
+        init = [(r.kind, r.nbytes) for r in run.ranks.records]
+        opt = torch.optim.AdamW(m.parameters(), foreach=True)
+        run.track(m, opt)
+        x = torch.randn(512, 1024, device="neuron")
+        steps = []
+        for i in range(2):
+            if i:
+                opt.zero_grad()
+            n = len(run.ranks.records)
+            ddp(x).sum().backward()
+            opt.step()
+            steps.append([r for r in run.ranks.records[n:] if r.kind == "all_reduce"])
+    grads = _grad_bytes(m)
+    assert init == [("broadcast", grads)]  # rank 0's parameters to every rank
+    # first step: one bucket of every gradient; then DDP rebuilds its buckets in the order gradients got ready
+    assert [r.nbytes for r in steps[0]] == [grads]
+    params = list(reversed(list(m.parameters())))
+    buckets, _ = dist._compute_bucket_assignment_by_size(params, [5 * 2**20])
+    expected = [sum(params[i].numel() * 4 for i in b) for b in buckets]
+    assert len(expected) == 2 and [r.nbytes for r in steps[1]] == expected and sum(expected) == grads
+    for r in steps[0] + steps[1]:  # the α–β model, on one chip's cores
+        assert r.world_size == 4 and r.fabric == "intra_chip"
+        assert r.modeled_s == collective_seconds("all_reduce", r.nbytes, 4, fabric="intra_chip")[0]
+    end = run.by_category_at_end
+    # the Reducer's bucket buffers, in allocator blocks
+    assert end is not None and end["collective buffers"] == sum(round_size(b) for b in expected)
+    assert end["gradients"] == grads and end["parameters"] == grads
+    assert "all_reduce ×3" in run.summary()
+
+
+def test_sequence_parallel_gathers_and_scatters_the_sequence_shard(fresh_device) -> None:
+    from torch.distributed.tensor import Shard
+    from torch.distributed.tensor.parallel import (
+        ColwiseParallel,
+        RowwiseParallel,
+        SequenceParallel,
+        parallelize_module,
+    )
+
+    class Block(torch.nn.Module):
+        def __init__(self, h: int = 256) -> None:
+            super().__init__()
+            self.norm = torch.nn.LayerNorm(h)
+            self.up = torch.nn.Linear(h, 4 * h)
+            self.down = torch.nn.Linear(4 * h, h)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x + self.down(torch.relu(self.up(self.norm(x))))
+
+    batch, seq, hidden, tp = 2, 128, 256, 4
+    with trn_notebook.dryrun(world_size=tp) as run:
+        with torch.device("neuron"):
+            block = Block(hidden)
+        plan = {
+            "norm": SequenceParallel(),
+            "up": ColwiseParallel(input_layouts=Shard(1)),
+            "down": RowwiseParallel(output_layouts=Shard(1)),
+        }
+        parallelize_module(block, run.mesh, plan)
+        setup = len(run.ranks.records)
+        x = torch.randn(batch, seq // tp, hidden, device="neuron", requires_grad=True)  # this rank's sequence shard
+        with run.phase("forward"):
+            y = block(x)
+        forward = len(run.ranks.records)
+        y.sum().backward()
+    assert y.shape == (batch, seq // tp, hidden)
+    # distribute_tensor scatters row shards (views of one storage): the bytes are the weight's, not world x it
+    scatters = [r.nbytes for r in run.ranks.records[:setup] if r.kind == "scatter"]
+    assert scatters[0] == 4 * hidden * hidden * 4
+    full = batch * seq * hidden * 4  # the whole sequence's activation
+    kinds = [(r.kind, r.nbytes) for r in run.ranks.records[setup:forward]]
+    assert kinds == [("all_gather", full), ("reduce_scatter", full)]  # before `up`, after `down`
+    back = sorted((r.kind, r.nbytes) for r in run.ranks.records[forward:])
+    assert back == [("all_gather", full), ("reduce_scatter", full)]  # their gradients
+    assert all(r.world_size == tp for r in run.ranks.records[setup:])
+    assert run.by_category is not None and run.by_category["collective buffers"] >= full // tp

@@ -33,6 +33,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import config as _config
 from . import dispatch as _d
+from .dry_host import RealHost
 from .fake_alloc import StorageTracker
 from .kernels import _check_dtype, _check_index, _check_size
 from .placement import placement_log
@@ -147,6 +148,7 @@ class DryMode(TorchDispatchMode):
         # (``fake(func, args, kwargs)`` gives it the shape-only one). Layers above the device install them.
         self.hooks: dict[Any, Callable[..., Any]] = {}
         self.paused = 0  # > 0: ops pass straight to FakeTensorMode, uncharged and unallocated (see `paused()`)
+        self.host = RealHost()  # active: real host tensors keep real values (see `real_host()`)
         self._composite: list[Any] = []  # composites being expanded (a composite calling itself goes to fake)
         self._direct: dict[Any, Callable[..., Any]] = {
             aten.empty.memory_format: self._empty,
@@ -170,6 +172,10 @@ class DryMode(TorchDispatchMode):
         """A reusable context manager: inside it ops are shape-only with nothing charged (no device work)."""
         return _Paused(self)
 
+    def real_host(self) -> RealHost:
+        """A context manager: inside it real host tensors keep real values (:mod:`.dry_host`, for DDP)."""
+        return self.host
+
     # -- routing --------------------------------------------------------------------------------
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
@@ -183,6 +189,8 @@ class DryMode(TorchDispatchMode):
                 return hook(func, args, kwargs, self._fake)
             return self._fake(func, args, kwargs)
         if not _touches_neuron(args, kwargs):
+            if self.host.depth and RealHost.all_real(args, kwargs):
+                return RealHost.run(func, args, kwargs)
             return self._fake(func, args, kwargs)
         if any(t not in _PLAIN and not issubclass(t, FakeTensor) for t in types):
             # A wrapper subclass (DTensor, FSDP2's sharded parameters): it runs first and its local ops on
@@ -354,6 +362,8 @@ class DryMode(TorchDispatchMode):
         if func is aten._copy_from_and_resize.default:
             self._fake(aten.resize_.default, (dst, list(src.shape)), {})
             self.tracker.retrack(dst)
+        if self.host.depth:
+            self.host.on_copy(src, dst)
         if dst.device.type != "neuron":
             self._finding("host_copy", "copy to host (.cpu()/.to('cpu'))", "uninitialised host values")
             _d.record_sync("copy to host (.cpu()/.to('cpu'))")

@@ -5,9 +5,10 @@ process group (``torch.testing._internal.distributed.fake_pg.FakeStore``, backen
 collective returns at once with the right shapes and no data) and a ``DeviceMesh("neuron", …)``
 outside the fake mode, then runs rank 0's program shape-only. Each collective is charged on the dry
 run's modeled clocks with the same α–β model and the same payload rule as a real collective on the
-simulator (:func:`~.commmodel.collective_seconds`; the bytes are torch's own
-``fake_collectives.CollectiveOp.get_comm_tensor_size``: the gathered result of an all-gather, the
-input of a reduce-scatter, the buffer of an all-reduce), on the fabric the group's ranks span. The
+simulator (:func:`~.commmodel.collective_seconds`; the bytes by the real backend's rule,
+:func:`payload_bytes`: the gathered result of an all-gather, the input of a reduce-scatter, the
+buffer of an all-reduce), on the fabric the group's ranks span. DDP runs as it is
+(:mod:`.dry_ddp`: its Reducer's buckets, each bucket's all-reduce). The
 compute queue waits for the collectives at ``wait_tensor`` and at an optimizer step, as on the
 simulator (:mod:`.backend`). Ranks are symmetric, so rank 0's figures are every rank's.
 """
@@ -27,6 +28,7 @@ from ..device.dry_dispatch import DryMode
 from ..device.fake_alloc import StorageTracker
 from . import backend as _backend
 from .commmodel import collective_seconds, fabric_for
+from .dry_ddp import DdpPatches, completed_work
 from .ledger import CommRecord, exposed_comm
 
 _KIND = {
@@ -56,6 +58,19 @@ def _tensors(x: Any) -> list[torch.Tensor]:
     return []
 
 
+def payload_bytes(kind: str, args: tuple[Any, ...], out: Any) -> int:
+    """The bytes a collective is charged for: the real backend's rule (:func:`.backend._payload_bytes`, the
+    larger of the tensors this rank gives and receives, by element count), over the op's first two
+    arguments and its result, so a functional collective (whose output is its result) is measured the same.
+
+    Not torch's ``CollectiveOp.get_comm_tensor_size``: it counts each tensor's whole *storage*, so a shard
+    that is a view of a larger tensor (``distribute_tensor``'s row shards) is counted as the whole tensor.
+    """
+    if kind == "barrier":
+        return 0
+    return max(_backend._payload_bytes(kind, args), _backend._payload_bytes(kind, (_tensors(out),)))
+
+
 class DryRanks:
     """The fake process group, the mesh and the collective charges of one dry run of ranks."""
 
@@ -77,6 +92,7 @@ class DryRanks:
         self._saved_lock: Any = None
         self._mesh_init: Any = None
         self._excepthook: Any = None
+        self._ddp = DdpPatches()
 
     def start(self, mode: DryMode, tracker: StorageTracker) -> None:
         """Build the fake process group and the mesh (outside the fake mode), install the charges on ``mode``."""
@@ -106,6 +122,7 @@ class DryRanks:
         self._saved_lock = ShardingPropagator.__dict__.get("_fake_mode_lock")
         ShardingPropagator._fake_mode_lock = mode.pause()  # type: ignore[assignment]
         self._wrap_mesh_init()
+        self._ddp.install(mode)
         for op in collective_ops:
             mode.hooks[op] = self._wait if op in sync_ops else self._charge
         _backend._hook_optimizer_steps()  # an optimizer step waits for the collectives in flight, as on the device
@@ -120,6 +137,7 @@ class DryRanks:
 
                 ShardingPropagator._fake_mode_lock = self._saved_lock  # type: ignore[assignment]
                 self._unwrap_mesh_init()
+                self._ddp.remove()
             if dist.is_initialized():
                 dist.destroy_process_group()
             if self._excepthook is not None:
@@ -161,12 +179,12 @@ class DryRanks:
         from torch.distributed._tools.fake_collectives import CollectiveOp
 
         t0 = time.perf_counter()
-        out = fake(func, args, kwargs)
+        out = completed_work(fake(func, args, kwargs))
         wall = time.perf_counter() - t0
         kind = _kind(func)
         pg = CollectiveOp.get_process_group(func, args)
         world = int(pg.size())
-        nbytes = 0 if kind == "barrier" else int(CollectiveOp.get_comm_tensor_size(func, out, args, kwargs))
+        nbytes = payload_bytes(kind, args, out)
         seconds, algorithm, fabric = collective_seconds(kind, nbytes, world, fabric=fabric_for(self._span(pg)))
         spec = _backend._OPS.get(func._schema.name.split("::")[-1])
         index = spec[1] if spec is not None else None
