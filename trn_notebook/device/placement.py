@@ -133,8 +133,19 @@ _SKIP_DIRS = tuple(
 SourceFormatter = Callable[[str, int], str]
 
 
+def package_path(filename: str) -> str:
+    """An installed package's file from its package directory (``transformers/generation/utils.py``), so a
+    source column shows the part that names it rather than a venv prefix clipped at the column's width;
+    any other path unchanged."""
+    for marker in ("site-packages/", "dist-packages/"):
+        _, sep, tail = filename.rpartition(marker)
+        if sep and tail:
+            return tail
+    return filename
+
+
 def _default_formatter(filename: str, lineno: int) -> str:
-    return f"{filename}:{lineno}"
+    return f"{package_path(filename)}:{lineno}"
 
 
 class PlacementLog:

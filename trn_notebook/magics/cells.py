@@ -10,14 +10,17 @@ from types import FrameType
 
 from IPython.core.interactiveshell import InteractiveShell
 
+from ..device.placement import package_path
+
 
 def cell_source_formatter(shell: InteractiveShell) -> Callable[[str, int], str]:
-    """``fn(filename, lineno)`` naming IPython cells ``cell [N] line L`` (else ``filename:line``)."""
+    """``fn(filename, lineno)`` naming IPython cells ``cell [N] line L`` (else ``filename:line``, an installed
+    package's file from its package directory)."""
     filename_map: dict[str, int] = getattr(shell.compile, "_filename_map", {})
 
     def fmt(filename: str, lineno: int) -> str:
         count = filename_map.get(filename)
-        return f"{filename}:{lineno}" if count is None else f"cell [{count}] line {lineno}"
+        return f"{package_path(filename)}:{lineno}" if count is None else f"cell [{count}] line {lineno}"
 
     fmt.trn_shell = shell  # type: ignore[attr-defined]  # marks our formatter for unload
     return fmt
