@@ -80,6 +80,9 @@ def plural(n: int, word: str, words: str | None = None) -> str:
     return f"{n} {word if n == 1 else (words or word + 's')}"
 
 
+# The placement tables' host_ms column: the laptop's wall time spent in the op (simulator and copies included),
+# not the modeled host clock (the modeled figures are the device columns). JS twin: widgets/static/placement.js.
+WALL_MS = "wall ms (this machine)"
 COMPILE_MODELED_LABEL = "modeled Neuron compile"
 COMPILE_MEASURED_LABEL = "measured (simulator)"
 

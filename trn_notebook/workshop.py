@@ -7,6 +7,7 @@ In a wheel the notebooks ship as package data (``trn_notebook/examples/``, copie
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import shutil
 import subprocess
 import sys
@@ -81,14 +82,35 @@ def copy_workshop(dest: str | Path, *, overwrite: bool = False) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``trn-notebook-workshop DIR [--overwrite] [--open]``: copy the workshop to DIR (and open JupyterLab)."""
+    """``trn-notebook-workshop DIR [--overwrite] [--open [-- JUPYTER-LAB-ARGS]]``: copy the workshop to DIR.
+
+    With ``--open`` it then runs JupyterLab in DIR (``python -m jupyterlab DIR``, bound to 127.0.0.1, token
+    authentication as JupyterLab's default), passing on what follows ``--`` (e.g. ``--no-browser``,
+    ``--port 8899``). Returns the exit status: 0 copied (or JupyterLab's own status), 2 for a folder that
+    holds notebooks already, missing workshop files, or ``--open`` without JupyterLab installed.
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    lab_args = argv[argv.index("--") + 1 :] if "--" in argv else []
+    argv = argv[: argv.index("--")] if "--" in argv else argv
     parser = argparse.ArgumentParser(
-        prog="trn-notebook-workshop", description="Copy the trn-notebook workshop notebooks into a folder."
+        prog="trn-notebook-workshop",
+        description="Copy the trn-notebook workshop notebooks into a folder.",
+        epilog="Arguments after -- go to jupyter lab with --open, e.g. -- --no-browser --port 8899.",
     )
     parser.add_argument("dest", help="folder to copy the notebooks into (created if missing)")
     parser.add_argument("--overwrite", action="store_true", help="replace notebooks that exist already")
     parser.add_argument("--open", action="store_true", help="start JupyterLab in the folder afterwards")
     args = parser.parse_args(argv)
+    if lab_args and not args.open:
+        parser.error("arguments after -- are for jupyter lab: add --open")
+    if args.open and importlib.util.find_spec("jupyterlab") is None:  # before copying: nothing half done
+        print(
+            "trn-notebook-workshop: --open needs JupyterLab, which is not installed: install the workshop's "
+            'extras, pip install "trn-notebook[lab,models]" (or copy without --open and open the folder '
+            "in the Jupyter you have)",
+            file=sys.stderr,
+        )
+        return 2
     try:
         copied = copy_workshop(args.dest, overwrite=args.overwrite)
     except (FileExistsError, WorkshopNotFoundError) as exc:
@@ -101,7 +123,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args.open:
         print(f"open them with: jupyter lab {dest}")
         return 0
-    return subprocess.call([sys.executable, "-m", "jupyterlab", str(dest)])
+    sys.stdout.flush()
+    return subprocess.call([sys.executable, "-m", "jupyterlab", "--ServerApp.ip=127.0.0.1", *lab_args, str(dest)])
 
 
 if __name__ == "__main__":

@@ -183,3 +183,34 @@ def test_bad_arguments_are_usage_errors():
             ranks_magic(line, "pass")
     with pytest.raises(UsageError, match="cell magic"):
         ranks_magic("ranks 2", None)
+
+
+@pytest.mark.slow
+def test_an_interrupted_ranks_cell_shows_one_short_message_not_the_pool_traceback(no_pool, capsys):
+    """Issue 30: interrupting ``%%trn ranks`` printed ~40 lines of library traceback (the ranks did stop)."""
+    from IPython.testing import globalipapp
+
+    shell = globalipapp.get_ipython()
+    shell.run_line_magic("load_ext", "trn_notebook")
+    stop = threading.Event()
+
+    def interrupt() -> None:  # pressed until it lands, as in the test above
+        while not stop.wait(1.5):
+            os.kill(os.getpid(), signal.SIGINT)
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    presser = threading.Thread(target=interrupt, daemon=True)
+    presser.start()
+    try:
+        result = shell.run_cell("%%trn ranks 2\nimport time\ntime.sleep(60)\n")
+    finally:
+        stop.set()
+        presser.join()
+        signal.signal(signal.SIGINT, previous)
+    captured = capsys.readouterr()
+    shown = [line for line in (captured.out + captured.err).splitlines() if line.strip()]
+    assert isinstance(result.error_in_exec, KeyboardInterrupt)  # Run All still stops at the interrupted cell
+    assert len(shown) <= 3, shown
+    assert any("interrupted; all 2 ranks were stopped" in line for line in shown), shown
+    assert not any("pool.py" in line or "Traceback" in line for line in shown), shown
+    assert rank_pool._pools == {}

@@ -36,3 +36,22 @@ def test_unload_restores_the_previous_warning_format(ip):
         ip.run_line_magic("load_ext", "trn_notebook")
     hooks.install_warning_format(ip)  # idempotent: still one wrapper deep
     assert getattr(warnings.formatwarning.trn_previous, "trn_shell", None) is None  # type: ignore[attr-defined]
+
+
+def test_an_op_called_from_an_installed_package_names_its_file_from_the_package(ip, tmp_path, monkeypatch):
+    """Issue 30: 09's source column showed /…/site-packages/transformers/… clipped before the package's name."""
+    import importlib
+
+    from trn_notebook.device.placement import placement_log
+
+    package = tmp_path / "venv" / "lib" / "python3.11" / "site-packages" / "trn_pkg_probe"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "ops.py").write_text("import torch\n\n\ndef run(x):\n    return torch.linalg.inv(x)\n")
+    monkeypatch.syspath_prepend(str(package.parent))
+    ops = importlib.import_module("trn_pkg_probe.ops")
+    placement_log.reset()
+    ops.run(__import__("torch").eye(3, device="neuron"))
+    sources = {e.source for e in placement_log.snapshot().values()}
+    assert "trn_pkg_probe/ops.py:5" in sources, sources
+    assert not any("site-packages" in s for s in sources), sources

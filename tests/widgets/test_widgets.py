@@ -131,6 +131,9 @@ def test_placement_fallback_mimebundle_has_table_and_share(ops: dict[str, tuple[
     assert pct in data["text/html"] and pct in data["text/plain"]
     assert "<td>sort</td>" in data["text/html"] and "<td>cpu_fallback</td>" in data["text/html"]
     assert "sort" in data["text/plain"]
+    # the host_ms column is this machine's wall time, never read as the modeled host clock (issue 30)
+    assert "<th>wall ms (this machine)</th>" in data["text/html"] and "host ms" not in data["text/html"]
+    assert '["host_ms", "wall ms (this machine)"]' in (STATIC / "placement.js").read_text()
 
 
 def test_placement_escapes_hostile_op_names_and_source_lines() -> None:

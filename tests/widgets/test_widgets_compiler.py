@@ -197,6 +197,14 @@ def test_cache_view_rows_follow_the_compile_log(compile_cache: Any) -> None:
     assert view.disk_entries == len(compile_cache.disk_cache.cache_entries()) > 0
 
 
+def test_cache_view_says_one_graph_in_the_singular(compile_cache: Any) -> None:
+    model = compile_cache.compile(_Hostile())
+    model(torch.ones(4, 8, device="neuron"))
+    view = CacheView()
+    assert view.totals["graphs"] == 1
+    assert view.fallback_text().startswith("Compile cache: 1 graph (") and "<p>1 graph; cold" in view.fallback_html()
+
+
 def test_cache_view_escapes_hostile_model_and_function_names(compile_cache: Any) -> None:
     model = compile_cache.compile(_Hostile())
     model(torch.ones(2, 3, device="neuron"))

@@ -64,7 +64,33 @@ class SourceLine:
     code: str = ""
 
     def __str__(self) -> str:
-        return f"cell [{self.cell}] line {self.line}" if self.cell is not None else f"{self.file}:{self.line}"
+        return (
+            f"cell [{self.cell}] line {self.line}"
+            if self.cell is not None
+            else f"{package_path(self.file)}:{self.line}"
+        )
+
+
+def package_path(filename: str) -> str:
+    """An installed package's file from its package directory (``transformers/generation/utils.py``), so a
+    source column shows the part that names it rather than a venv prefix clipped at the column's width;
+    any other path unchanged."""
+    for marker in ("site-packages/", "dist-packages/"):
+        _, sep, tail = filename.rpartition(marker)
+        if sep and tail:
+            return tail
+    return filename
+
+
+def _installed_file(name: str) -> str:
+    """The file a :func:`package_path` name came from (searched on ``sys.path``), else ``name`` itself."""
+    if os.path.isabs(name) or os.path.exists(name):
+        return name
+    for root in sys.path:
+        candidate = os.path.join(root, name)
+        if root and os.path.isfile(candidate):
+            return candidate
+    return name
 
 
 def is_user_file(filename: str) -> bool:
@@ -126,7 +152,10 @@ def parse_source(text: str) -> SourceLine | None:
         file = next((f for f, n in reversed(_cell_map().items()) if n == cell), f"cell [{cell}]")
         return SourceLine(file, line, cell)
     m = _FILE_RE.match(text)
-    return SourceLine(m.group(1), int(m.group(2)), _cell_map().get(m.group(1))) if m else None
+    if not m:
+        return None
+    file = _installed_file(m.group(1))
+    return SourceLine(file, int(m.group(2)), _cell_map().get(file))
 
 
 def code_of(text: str) -> str:

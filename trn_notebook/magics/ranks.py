@@ -53,8 +53,27 @@ def _trace_dir() -> Path:
     return _private_trace_dir
 
 
+class RanksInterrupted(KeyboardInterrupt):
+    """The user interrupted a ``%%trn ranks`` cell: every rank is stopped; IPython shows one short message.
+
+    Still a ``KeyboardInterrupt`` (Run All stops there as for any interrupt), but its traceback is the message
+    alone (IPython's ``_render_traceback_`` hook): the frames of the pool's wait loop say nothing to the user.
+    """
+
+    def __init__(self, world_size: int) -> None:
+        super().__init__(
+            f"%%trn ranks {world_size}: interrupted; all {world_size} ranks were stopped "
+            "(their namespace is gone: the next %%trn ranks cell starts fresh ranks)"
+        )
+
+    def _render_traceback_(self) -> list[str]:
+        """The lines IPython prints instead of a traceback."""
+        return [f"KeyboardInterrupt: {self.args[0]}"]
+
+
 def ranks_magic(line: str, cell: str | None) -> Any:
-    """Run ``cell`` on N ranks (see the module docstring); raises ``UsageError`` for bad arguments."""
+    """Run ``cell`` on N ranks (see the module docstring); raises ``UsageError`` for bad arguments and
+    :class:`RanksInterrupted` (a ``KeyboardInterrupt``, every rank stopped) when the user interrupts the cell."""
     args = _parse(line)
     if args.n == "stop" and cell is None:
         rank_pool.shutdown()
@@ -84,8 +103,11 @@ def ranks_magic(line: str, cell: str | None) -> Any:
         raise UsageError(f"%%trn ranks: --collect takes variable names, got {bad}\ncorrect form: {USAGE}")
     if args.restart:
         rank_pool.shutdown()
-    pool, cold = rank_pool.get_pool(n)  # RankError / RanksTimeout propagate: every rank is stopped by then
-    result = pool.run(cell, timeout_s=args.timeout, collect=collect)
+    try:
+        pool, cold = rank_pool.get_pool(n)  # RankError / RanksTimeout propagate: every rank is stopped by then
+        result = pool.run(cell, timeout_s=args.timeout, collect=collect)
+    except KeyboardInterrupt:  # the pool is closed by now (pool.run / get_pool stop every rank first)
+        raise RanksInterrupted(n) from None
     result.cold = cold
     path = Path(args.trace) if args.trace else _trace_dir() / f"ranks_{n}_trace.json"
     try:

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 
 from .. import state as _state
-from ..presentation import fmt_compile
+from ..presentation import fmt_compile, plural
 from ..results import Result, Table, fmt_bytes, fmt_s
 from .evidence import NOT_MEASURED, Evidence, collect_evidence
 
@@ -191,7 +191,7 @@ class MigrationReport(Result):
         if ev.startup:
             s = ev.startup
             startup = (
-                f"{s['graphs']} graphs ({s['cache']}); {_cold(s)}; "
+                f"{plural(s['graphs'], 'graph')} ({s['cache']}); {_cold(s)}; "
                 f"warm call {_ms(s['warm_call_s'])} wall ({s.get('wall_label', 'simulator on this host')})"
             )
             if s["recompile_reasons"]:

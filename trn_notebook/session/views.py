@@ -22,7 +22,7 @@ import torch
 from .. import backends
 from ..backends.base import NA, NOT_MEASURED, shown
 from ..extras import MissingExtra
-from ..presentation import EXPLAIN_STAGES
+from ..presentation import EXPLAIN_STAGES, WALL_MS
 from ..results import Card, Message, Preformatted, Result, Sections, Table, fmt_bytes
 
 STAGES = EXPLAIN_STAGES
@@ -73,7 +73,7 @@ def ops(*, reset: bool = False, max_rows: int = 50) -> Result:
             ("modeled device time", NOT_MEASURED if device_ms is None else f"{device_ms:.3f} ms"),
         ],
     )
-    cols = ["op", "category", "calls", "device ms", "host ms", "bytes moved", "source"]
+    cols = ["op", "category", "calls", "device ms", WALL_MS, "bytes moved", "source"]
     title = "ops by modeled device time" if placement.measured else "ops (device time not measured)"
     return Sections([card, Table(title, cols, rows, notes, max_rows=max_rows)])
 
@@ -303,7 +303,7 @@ class ShapesResult(Result):
                     f"compiled (no buckets: one per shape; {len(sigs) - graphs} ran eagerly, not compiled)"
                 )
             else:
-                title = f"shapes of {key}: {len(sigs)} input shapes seen = {graphs} graphs (no buckets: one per shape)"
+                title = f"shapes of {key}: {len(sigs)} input shapes seen = {graphs} graph{'s' if graphs != 1 else ''} (no buckets: one per shape)"
             parts.append(Table(title, ["signature", "calls"], sigs, notes))
         return parts
 

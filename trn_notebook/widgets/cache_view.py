@@ -14,7 +14,7 @@ import traitlets
 
 from .. import backends
 from ..backends.base import NA
-from ..presentation import COMPILE_STAGES, fmt_compile
+from ..presentation import COMPILE_STAGES, fmt_compile, plural
 from . import _html
 from ._base import STATIC, TrnWidget
 
@@ -208,7 +208,7 @@ class CacheView(TrnWidget):
         ]
         extra = _html.table(["graph", "recompile reason / graph break"], reasons) if reasons else ""
         summary = (
-            f"<p>{t.get('graphs', 0)} graphs; cold (compile) {_html.esc(t.get('cold_text', ''))}, "
+            f"<p>{plural(t.get('graphs', 0), 'graph')}; cold (compile) {_html.esc(t.get('cold_text', ''))}, "
             f"warm (latest run of each graph) {_html.esc(_html.fmt_s(t.get('warm_s', 0.0)))}; {t.get('runs', 0)} runs; "
             f"{self.disk_entries} entries in {_html.esc(self.cache_dir)}</p>"
         )
@@ -221,7 +221,7 @@ class CacheView(TrnWidget):
         t = self.totals
         results = ", ".join(f"{v} {k}" for k, v in sorted(t.get("results", {}).items()))
         lines = [
-            f"Compile cache: {t.get('graphs', 0)} graphs ({results or 'none'}); cold {t.get('cold_text', '')}, "
+            f"Compile cache: {plural(t.get('graphs', 0), 'graph')} ({results or 'none'}); cold {t.get('cold_text', '')}, "
             f"warm {_html.fmt_s(t.get('warm_s', 0.0))} (latest run of each graph); {self.disk_entries} entries on disk",
         ]
         if not self.simulated:

@@ -17,6 +17,7 @@ import traitlets
 from .. import backends
 from ..backends.base import NOT_MEASURED, Placement, shown
 from ..backends.simulator import placement_of
+from ..presentation import WALL_MS
 from . import _html
 from ._base import STATIC, TrnWidget
 
@@ -56,7 +57,7 @@ def rows_of(placement: Placement) -> list[PlacementRow]:
 
 
 def totals_of(placement: Placement) -> dict[str, Any]:
-    """Totals of a placement (its aggregations): calls, host ms, modeled ms, fallback ms and share, bytes."""
+    """Totals of a placement (its aggregations): calls, wall ms, modeled ms, fallback ms and share, bytes."""
     share = placement.fallback_share
     return {
         "ops": len(placement),
@@ -167,7 +168,7 @@ class PlacementView(TrnWidget):
         t = totals_of(self._placement)
         shown_rows = rows[:MAX_ROWS]
         body = _html.table(
-            ["op", "category", "calls", "host ms", "modeled ms", "bytes moved", "source"],
+            ["op", "category", "calls", WALL_MS, "modeled ms", "bytes moved", "source"],
             [
                 [
                     r["op"],

@@ -275,14 +275,14 @@ class Runner:
             raise AssertionError("generate did not compile the decoding step (no neuron graph was built)")
         if not torch.equal(got, ref):
             raise AssertionError(f"tokens differ: neuron {got.tolist()} vs CPU eager {ref.tolist()}")
-        return f"{len(records)} graphs"
+        return f"{len(records)} graph{'s' if len(records) != 1 else ''}"
 
 
 def _graphs_note() -> str:
     from trn_notebook.compiler import compile_log
 
     recs = compile_log.snapshot()
-    return f"{len(recs)} graphs" if recs else "no graph compiled"
+    return f"{len(recs)} graph{'s' if len(recs) != 1 else ''}" if recs else "no graph compiled"
 
 
 def run_model(spec: ModelSpec, stages: tuple[str, ...] = STAGES, bench: bool = False) -> ModelResult:

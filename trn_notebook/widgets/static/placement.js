@@ -6,7 +6,7 @@ const COLUMNS = [
   ["op", "op"],
   ["category", "category"],
   ["calls", "calls"],
-  ["host_ms", "host ms"],
+  ["host_ms", "wall ms (this machine)"],
   ["modeled_ms", "modeled ms"],
   ["bytes", "bytes moved"],
   ["source", "source line"],
