@@ -118,14 +118,14 @@ def main() -> None:
     )
 
     # modeled device time: compiled graphs vs eager on the simulated device
-    before = clocks.snapshot()["sim_device_s"]
+    before = clocks.snapshot().sim_device_s
     step(compiled, x_dev)
-    dev_compiled = clocks.snapshot()["sim_device_s"] - before
+    dev_compiled = clocks.snapshot().sim_device_s - before
     eager_dev = block("neuron")
     step(eager_dev, x_dev)
-    before = clocks.snapshot()["sim_device_s"]
+    before = clocks.snapshot().sim_device_s
     step(eager_dev, x_dev)
-    dev_eager = clocks.snapshot()["sim_device_s"] - before
+    dev_eager = clocks.snapshot().sim_device_s - before
     fused = sum(r["fused_kernels"] for r in compile_log.snapshot()[-2:])
     print(
         f"modeled device time fw+bw: compiled {dev_compiled * 1e3:.2f} ms | eager on neuron {dev_eager * 1e3:.2f} ms "

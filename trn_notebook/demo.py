@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> None:
     print("op calls by placement:", summary["calls"])
     print("fallback ops:", trn_notebook.get_fallback_ops() or "none")
     c = clocks.snapshot()
-    print(f"modeled device time: {c['sim_device_s'] * 1e3:.2f} ms; sync points: {c['sync_points']}")
+    print(f"modeled device time: {c.sim_device_s * 1e3:.2f} ms; sync points: {c.sync_points}")
     print(torch.neuron.memory_summary())
 
 

@@ -98,15 +98,15 @@ def test_padded_runs_equal_unbucketed_runs_on_real_positions_with_one_compile_pe
     compiles = [r for r in compile_log.snapshot() if r["kind"] in ("forward", "inference")]
     assert len(compiles) == 2  # buckets 8 and 16
     entry = shape_log.snapshot()[runner.name]
-    assert entry["policy"] == "list:8,16"
-    assert entry["padded"] == {8: 4, 16: 1}
-    assert entry["observed"]["input_ids[1]"] == {5: 1, 6: 1, 8: 1, 11: 1, 3: 1}
+    assert entry.policy == "list:8,16"
+    assert entry.padded == {8: 4, 16: 1}
+    assert entry.observed["input_ids[1]"] == {5: 1, 6: 1, 8: 1, 11: 1, 3: 1}
 
 
 def test_policy_attribute_is_settable_with_a_spec_and_recorded():
     runner = bucketed(lambda input_ids: input_ids * 2, dims={"input_ids": 0}, policy="pow2:4-16")
     runner.policy = "list:4,32"
-    assert runner.policy.buckets() == [4, 32] and shape_log.snapshot()[runner.name]["policy"] == "list:4,32"
+    assert runner.policy.buckets() == [4, 32] and shape_log.snapshot()[runner.name].policy == "list:4,32"
     assert runner(torch.ones(20)).shape == (20,)
     with pytest.raises(ValueError, match="exceeds the largest bucket 32"):
         runner(torch.ones(40))

@@ -94,9 +94,9 @@ def test_each_graph_is_one_launch_on_the_clocks_and_one_placement_entry():
     compiled = trn_notebook.compile(mlp().to("neuron"))
     x = torch.randn(4, 16, device="neuron")
     compiled(x)  # compile
-    before = clocks.snapshot()["launches"]
+    before = clocks.snapshot().launches
     compiled(x)
-    assert clocks.snapshot()["launches"] - before == 1
+    assert clocks.snapshot().launches - before == 1
     snap = placement_log.snapshot()
     name = "graph:" + compile_log.snapshot()[0]["graph_name"]
     assert snap[name].category == "native" and snap[name].calls == 2
@@ -185,8 +185,8 @@ def test_shape_log_counts_signatures_and_dimension_lengths():
     for n in (3, 3, 5):
         compiled(torch.randn(2, n))
     (entry,) = shape_log.snapshot().values()
-    assert entry["signatures"] == {"f32[2,3]": 2, "f32[2,5]": 1}
-    assert entry["observed"]["x[1]"] == {3: 2, 5: 1}
+    assert entry.signatures == {"f32[2,3]": 2, "f32[2,5]": 1}
+    assert entry.observed["x[1]"] == {3: 2, 5: 1}
 
 
 def test_float64_inputs_compute_in_32_bits_with_a_warning_and_come_back_as_float64():
@@ -218,7 +218,7 @@ def test_torch_compile_with_backend_neuron_is_explained_by_its_module_name():
     compiled(torch.randn(4, 16)).sum().backward()
     assert [r["model_name"] for r in compile_log.snapshot()] == ["Sequential", "Sequential"]
     assert "TensorE" in explain(compiled).stages["schedule"]
-    assert list(shape_log.snapshot()["Sequential"]["signatures"]) == ["f32[4,16]"]
+    assert list(shape_log.snapshot()["Sequential"].signatures) == ["f32[4,16]"]
 
 
 def test_a_running_graph_reserves_its_planned_scratch_memory_on_the_device():

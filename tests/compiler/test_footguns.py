@@ -61,18 +61,18 @@ def scaled_by_norm(x):
 
 def test_item_breaks_the_graph_and_syncs_unless_fullgraph_captures_it():
     x = torch.tensor([1.0, 3.0], device="neuron")
-    before = clocks.snapshot()["sync_points"]
+    before = clocks.snapshot().sync_points
     out = trn_notebook.compile(scaled_by_norm)(x)
-    assert clocks.snapshot()["sync_points"] > before  # the host waited for the device to read the scalar
+    assert clocks.snapshot().sync_points > before  # the host waited for the device to read the scalar
     assert out.cpu().tolist() == [0.25, 0.75]
     records = compile_log.snapshot()
     assert len(records) == 2
     assert "item" in records[0]["graph_breaks"][0]["reason"].lower()
     # with fullgraph=True dynamo keeps the scalar as a 0-d tensor inside one graph instead (no host sync)
     compile_log.reset()
-    before = clocks.snapshot()["sync_points"]
+    before = clocks.snapshot().sync_points
     out = trn_notebook.compile(scaled_by_norm, fullgraph=True)(x)
-    assert clocks.snapshot()["sync_points"] == before
+    assert clocks.snapshot().sync_points == before
     assert out.cpu().tolist() == [0.25, 0.75]
     (record,) = compile_log.snapshot()
     assert record["graph_breaks"] == []

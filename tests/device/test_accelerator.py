@@ -48,12 +48,12 @@ def test_accelerator_synchronize_is_a_sync_point_on_neuron(fresh_device):
     # Issue 31: torch.accelerator.synchronize() raised "Backend doesn't support synchronizing all streams on device".
     from trn_notebook.device import clocks
 
-    before = clocks.snapshot()["sync_points"]
+    before = clocks.snapshot().sync_points
     x = torch.ones(8, device=N) * 2
     torch.accelerator.synchronize()
     torch.accelerator.synchronize(0)
     torch.accelerator.synchronize("neuron:0")
-    assert clocks.snapshot()["sync_points"] - before == 3
+    assert clocks.snapshot().sync_points - before == 3
     with pytest.raises(RuntimeError, match="neuron:1 is not available"):
         torch.accelerator.synchronize(1)
     assert x.cpu().tolist() == [2.0] * 8

@@ -21,31 +21,31 @@ def _run_chain(n: int = 10) -> torch.Tensor:
 def test_device_queue_runs_ahead_until_a_sync_point(fresh_device):
     x = _run_chain()
     before = clocks.snapshot()
-    assert before["device_free_at_s"] > before["sim_host_s"]  # the host ran ahead of the device
+    assert before.device_free_at_s > before.sim_host_s  # the host ran ahead of the device
     x.sum().item()
     after = clocks.snapshot()
-    assert after["sim_host_s"] >= after["device_free_at_s"] - 1e-12
-    assert after["sync_points"] == before["sync_points"] + 1
+    assert after.sim_host_s >= after.device_free_at_s - 1e-12
+    assert after.sync_points == before.sync_points + 1
 
 
 def test_launch_blocking_makes_every_op_a_sync_point(fresh_device):
     with override(launch_blocking=True):
         _run_chain(5)
-    assert clocks.snapshot()["sync_points"] >= 10
+    assert clocks.snapshot().sync_points >= 10
 
 
 def test_adaptive_fusion_groups_launches_and_lowers_modeled_time(fresh_device):
     _run_chain(20)
     torch.neuron.synchronize()
-    plain = clocks.snapshot()["sim_device_s"]
+    plain = clocks.snapshot().sim_device_s
     clocks.reset()
     with override(eager_fusion=True):
         _run_chain(20)
         torch.neuron.synchronize()
     fused = clocks.snapshot()
-    assert fused["fused_groups"] >= 1
-    assert fused["sim_device_s"] < plain / 5  # 40 launches collapse into a few
-    assert fused["launches"] == fused["fused_groups"] < 40  # ops joining a group add no launch
+    assert fused.fused_groups >= 1
+    assert fused.sim_device_s < plain / 5  # 40 launches collapse into a few
+    assert fused.launches == fused.fused_groups < 40  # ops joining a group add no launch
 
 
 def test_deterministic_algorithms_turn_fusion_off(fresh_device):
@@ -55,7 +55,7 @@ def test_deterministic_algorithms_turn_fusion_off(fresh_device):
             _run_chain(5)
     finally:
         torch.use_deterministic_algorithms(False)
-    assert clocks.snapshot()["fused_groups"] == 0
+    assert clocks.snapshot().fused_groups == 0
 
 
 def test_a_print_ends_a_fusion_group(fresh_device, capsys):
@@ -63,7 +63,7 @@ def test_a_print_ends_a_fusion_group(fresh_device, capsys):
         x = _run_chain(3)
         print(x[0, 0])
         _run_chain(3)
-    assert clocks.snapshot()["fused_groups"] == 2
+    assert clocks.snapshot().fused_groups == 2
 
 
 def test_cost_constants_are_overridable(fresh_device):
@@ -71,7 +71,7 @@ def test_cost_constants_are_overridable(fresh_device):
     try:
         set_cost_constants(eager_launch_s=1.0)
         torch.ones(4, device=N).exp()
-        assert clocks.snapshot()["sim_device_s"] >= 1.0
+        assert clocks.snapshot().sim_device_s >= 1.0
     finally:
         set_cost_constants(**{k: getattr(original, k) for k in original.__dataclass_fields__})
 

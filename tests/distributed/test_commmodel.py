@@ -73,10 +73,10 @@ def test_async_collective_overlaps_compute_and_blocking_one_is_exposed(fresh_dev
     assert comm == pytest.approx(2e-3)
     assert exposed == pytest.approx(1e-3)  # 1 ms of the 2 ms is hidden behind the second matmul
     clocks.sync("item")
-    assert clocks.snapshot()["device_free_at_s"] == pytest.approx(3e-3)
+    assert clocks.snapshot().device_free_at_s == pytest.approx(3e-3)
     clocks.collective("all_reduce", 1e-3, 0.0, blocking=True)
     clocks.launch("matmul", 1e-3, 0.0, 0.0)
-    assert clocks.snapshot()["device_free_at_s"] == pytest.approx(5e-3)  # compute waited for it
+    assert clocks.snapshot().device_free_at_s == pytest.approx(5e-3)  # compute waited for it
     trace = clocks.chrome_trace()["traceEvents"]
     assert {e["tid"] for e in trace if e.get("cat") == "comm"} == {2}
 

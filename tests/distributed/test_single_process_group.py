@@ -38,9 +38,9 @@ def test_optimizer_step_waits_for_collectives_in_flight(neuron_group):
     work.wait()
     # a 1-rank group costs nothing on the wire: charge a visible collective on the queue by hand
     clocks.collective("all_reduce", 1e-3, 0.0, blocking=False)
-    before = clocks.snapshot()["device_free_at_s"]
+    before = clocks.snapshot().device_free_at_s
     torch.optim.SGD([p], lr=0.1).step()  # …until the step that consumes the gradients
-    assert clocks.snapshot()["device_free_at_s"] >= clocks.state.comm_free_at_s > before
+    assert clocks.snapshot().device_free_at_s >= clocks.state.comm_free_at_s > before
     comm, exposed = exposed_comm()
     assert comm >= 1e-3 and exposed > 0
     assert torch.equal(p.detach().cpu(), torch.full((1024,), 0.9))

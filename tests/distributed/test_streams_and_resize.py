@@ -15,10 +15,10 @@ def test_event_elapsed_time_is_modeled_milliseconds(fresh_device):
     end = torch.neuron.Event(enable_timing=True)
     a = torch.randn(256, 256).to("neuron")
     start.record()
-    before = clocks.snapshot()["device_free_at_s"]
+    before = clocks.snapshot().device_free_at_s
     b = a @ a
     end.record()
-    after = clocks.snapshot()["device_free_at_s"]
+    after = clocks.snapshot().device_free_at_s
     assert b.shape == (256, 256)
     assert start.elapsed_time(end) == pytest.approx((after - before) * 1e3)
     assert start.elapsed_time(end) > 0
@@ -39,7 +39,7 @@ def test_stream_context_and_wait_event_delay_the_compute_queue(fresh_device):
     assert torch.neuron.current_stream() is torch.neuron.default_stream()
     assert ev.time_s == pytest.approx(5e-3)
     torch.neuron.current_stream().wait_event(ev)
-    assert clocks.snapshot()["device_free_at_s"] == pytest.approx(5e-3)
+    assert clocks.snapshot().device_free_at_s == pytest.approx(5e-3)
 
 
 def test_storage_resize_frees_and_regrows_through_the_allocator(fresh_device):

@@ -205,7 +205,7 @@ def test_buckets_pad_the_sequence_dim_and_reuse_one_graph_per_bucket(ip, compile
     assert len(compiler.compile_log.snapshot()) == n_records
     key = compiled_cells()["bucketed_cell"].fn.name
     snap = compiler.shape_log.snapshot()[key]
-    assert snap["policy"] == "pow2:64-256" and snap["padded"] == {128: 2}
+    assert snap.policy == "pow2:64-256" and snap.padded == {128: 2}
     assert "pow2:64-256" in line(ip, "shapes bucketed_cell").text()
     with pytest.raises(UsageError):
         ip.run_cell_magic("trn", "compile --buckets pow2:64-256 --fullgraph", "emb = ids * 2")

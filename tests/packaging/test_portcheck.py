@@ -22,7 +22,7 @@ cap(2**30)
 x = torch.randn(3, device="neuron")
 print(tn.get_fallback_ops(), tn.op_table(), tn.report)
 f = torch.compile(lambda v: v * 2, backend="neuron")
-t = clocks.snapshot()["sim_device_s"]
+t = clocks.snapshot().sim_device_s
 import os; os.environ["TRN_NOTEBOOK_STRICT"] = "1"
 with torch.neuron.phase("load"): pass
 from torch import neuron as tn2; tn2.elapsed_modeled_device_time(); torch.neuron.memory_stats()

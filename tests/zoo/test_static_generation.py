@@ -45,7 +45,7 @@ def test_static_cache_decoding_is_one_graph_reported_and_cached():
     assert rec["model_name"] == "LlamaForCausalLM" and rec["cache_result"] == "miss"
     assert rec["runs"] == (4 - 1) + (6 - 1) + (3 - 1)  # one launch per decoded token after the first
     shapes = shape_log.snapshot()["LlamaForCausalLM"]
-    assert len(shapes["signatures"]) == 1 and sum(shapes["signatures"].values()) == 1
+    assert len(shapes.signatures) == 1 and sum(shapes.signatures.values()) == 1
 
     torch._dynamo.reset()  # a re-run (the cell again, a fresh model copy, dynamo restarted) hits the compile cache
     dev2 = copy.deepcopy(cpu).to("neuron")

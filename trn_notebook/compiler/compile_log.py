@@ -177,7 +177,7 @@ class CompileSummary:
         return {k: v for k, v in counts.items() if v}
 
     @classmethod
-    def of(cls, records: Iterable[Mapping[str, Any] | LiveRecord]) -> CompileSummary:
+    def of(cls, records: Iterable[Mapping[str, Any] | LiveRecord | CompileRecord]) -> CompileSummary:
         """The summary of ``records`` (compile records, live records or TorchNeuron metric dicts)."""
         n = misses = mem = disk = unknown = 0
         miss_s = disk_s = total_s = 0.0

@@ -2,7 +2,7 @@
 
 ``snapshot()`` -> ``{name: ShapeEntry}``, each a frozen record of ``signatures`` (``{sig: count}``),
 ``observed`` (``{dim_key: {length: count}}``), ``policy`` (``str | None``) and ``padded``
-(``{bucket: count}``), also readable as a mapping (``entry["signatures"]``). Written by compiled and
+(``{bucket: count}``), read as attributes (``entry.signatures``). Written by compiled and
 bucketed callables on every call; read by magics, widgets and the tuner.
 """
 
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 import threading
-from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,7 +28,7 @@ _ENTRY_KEYS = ("signatures", "observed", "policy", "padded")
 
 
 @dataclass(frozen=True)
-class ShapeEntry(Mapping[str, Any]):
+class ShapeEntry:
     """What one compiled callable has been called with, at snapshot time."""
 
     signatures: dict[str, int] = field(default_factory=dict)
@@ -41,17 +40,6 @@ class ShapeEntry(Mapping[str, Any]):
     def calls(self) -> int:
         """Calls observed (every signature)."""
         return sum(self.signatures.values())
-
-    def __getitem__(self, key: str) -> Any:
-        if key not in _ENTRY_KEYS:
-            raise KeyError(key)
-        return getattr(self, key)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(_ENTRY_KEYS)
-
-    def __len__(self) -> int:
-        return len(_ENTRY_KEYS)
 
     __hash__ = None  # type: ignore[assignment]
 

@@ -14,7 +14,7 @@ import dataclasses
 import threading
 from array import array
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -83,8 +83,8 @@ class ClockState:
 
 
 @dataclass(frozen=True)
-class ClockSnapshot(Mapping[str, float]):
-    """The clocks at one moment (seconds and counts); also a mapping (``snap["launches"]``)."""
+class ClockSnapshot:
+    """The clocks at one moment (seconds and counts: ``snap.launches``)."""
 
     wall_s: float = 0.0
     sim_host_s: float = 0.0
@@ -102,18 +102,6 @@ class ClockSnapshot(Mapping[str, float]):
     def device_utilisation(self) -> float:
         """Modeled device busy time over modeled host time (0 when nothing ran)."""
         return self.sim_device_s / self.sim_host_s if self.sim_host_s > 0 else 0.0
-
-    def __getitem__(self, key: str) -> float:
-        if key not in _CLOCK_KEYS:
-            raise KeyError(key)
-        value: float = getattr(self, key)  # counts stay ints
-        return value
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(_CLOCK_KEYS)
-
-    def __len__(self) -> int:
-        return len(_CLOCK_KEYS)
 
 
 _CLOCK_KEYS = tuple(f.name for f in dataclasses.fields(ClockSnapshot))

@@ -223,7 +223,7 @@ def phase(name: str) -> Iterator[None]:
 
 def elapsed_modeled_device_time() -> float:
     """Modeled device busy time so far, seconds."""
-    return float(clocks.snapshot()["sim_device_s"])
+    return float(clocks.snapshot().sim_device_s)
 
 
 def get_amp_supported_dtype() -> list[torch.dtype]:

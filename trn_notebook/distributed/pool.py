@@ -94,8 +94,8 @@ def _figures(before: Any, placed_before: Any, t0_s: float, wall_s: float, rank: 
         "fallback_calls": calls.get("cpu_fallback", 0),
         "pid": os.getpid(),
         "wall_s": wall_s,
-        "device_s": float(after["sim_device_s"]) - float(before["sim_device_s"]),
-        "step_s": max(float(after["device_free_at_s"]), clocks.state.comm_free_at_s) - t0_s,
+        "device_s": float(after.sim_device_s) - float(before.sim_device_s),
+        "step_s": max(float(after.device_free_at_s), clocks.state.comm_free_at_s) - t0_s,
         "comm_s": comm_s,
         "exposed_comm_s": exposed_s,
         "collectives": len(recs),
@@ -160,7 +160,7 @@ def _worker_main(
         clocks.sync("%%trn ranks cell start")
         before = clocks.snapshot()
         placed_before = placement_log.snapshot()
-        t0_s = float(before["device_free_at_s"])
+        t0_s = float(before.device_free_at_s)
         start = time.perf_counter()
         import linecache
 

@@ -254,7 +254,7 @@ def _maintain(records: list[dict[str, Any]]) -> dict[str, Any]:
     try:
         from ..compiler import shape_log
 
-        buckets = sorted({str(v["policy"]) for v in shape_log.snapshot().values() if v.get("policy")})
+        buckets = sorted({str(v.policy) for v in shape_log.snapshot().values() if v.policy})
     except ImportError:
         pass
     simulator = backends.current().is_simulator

@@ -126,10 +126,10 @@ def _reference_device_seconds(reference_fn: Any, inputs: tuple[Any, ...]) -> flo
     from ..device.clocks import clocks
 
     moved = [a.to("neuron") if isinstance(a, torch.Tensor) else a for a in inputs]
-    before = clocks.snapshot()["sim_device_s"]
+    before = clocks.snapshot().sim_device_s
     with torch.no_grad():
         reference_fn(*moved)
-    return float(clocks.snapshot()["sim_device_s"] - before)
+    return float(clocks.snapshot().sim_device_s - before)
 
 
 def _cast(inputs: tuple[Any, ...], dtype: torch.dtype) -> tuple[Any, ...]:

@@ -21,6 +21,7 @@ import torch
 
 from .. import backends
 from ..backends.base import NA, NOT_MEASURED, shown
+from ..compiler.shape_log import ShapeEntry
 from ..extras import MissingExtra
 from ..presentation import EXPLAIN_STAGES, WALL_MS
 from ..results import Card, Message, Preformatted, Result, Sections, Table, fmt_bytes
@@ -238,7 +239,7 @@ def shape_key(name: str) -> str:
 class ShapesResult(Result):
     """Observed input shapes and compiled graphs per compiled callable (``%trn shapes``)."""
 
-    entries: Mapping[str, Mapping[str, Any]]
+    entries: Mapping[str, ShapeEntry]
     compiled: dict[str, int] = field(default_factory=dict)
     """Forward/inference graphs the compile log holds per callable (distinct input signatures)."""
 
@@ -252,14 +253,13 @@ class ShapesResult(Result):
         key = name if name is not None else next(iter(self.entries))
         if key in self.compiled:
             return self.compiled[key]
-        padded = rec.get("padded") or {}
-        return len(padded) if padded else len(rec.get("signatures", {}))
+        return len(rec.padded) if rec.padded else len(rec.signatures)
 
     def shapes_seen(self, name: str | None = None) -> int:
         """Distinct input signatures ``name`` was called with."""
-        return len(self._entry(name).get("signatures", {}))
+        return len(self._entry(name).signatures)
 
-    def _entry(self, name: str | None) -> Mapping[str, Any]:
+    def _entry(self, name: str | None) -> ShapeEntry:
         if name is None:
             if len(self.entries) != 1:
                 raise ValueError(f"name one of: {', '.join(sorted(self.entries)) or '(none yet)'}")
@@ -278,12 +278,12 @@ class ShapesResult(Result):
             ]
         parts: list[Result] = []
         for key, rec in self.entries.items():
-            sigs = sorted(rec.get("signatures", {}).items(), key=lambda kv: -kv[1])
-            notes = [f"bucket policy: {rec.get('policy') or 'none'}"]
-            padded = rec.get("padded") or {}
+            sigs = sorted(rec.signatures.items(), key=lambda kv: -kv[1])
+            notes = [f"bucket policy: {rec.policy or 'none'}"]
+            padded = rec.padded
             if padded:
                 notes.append("padded to: " + ", ".join(f"{b} ×{n}" for b, n in sorted(padded.items())))
-            for dim, hist in (rec.get("observed") or {}).items():
+            for dim, hist in rec.observed.items():
                 notes.append(f"{dim}: " + ", ".join(f"{length} ×{n}" for length, n in sorted(hist.items())[:20]))
             graphs = self.graphs(key)
             limit = torch._dynamo.config.recompile_limit
@@ -321,8 +321,8 @@ def shapes(name: str | None = None) -> ShapesResult:
         snap = {name: snap[name]}
     signatures: dict[str, set[tuple[str, ...]]] = {}
     for r in compile_log.snapshot():  # a graph per distinct input signature (a re-load from the cache is the same)
-        if r["model_name"] in snap and r["kind"] != "backward":
-            signatures.setdefault(r["model_name"], set()).add(tuple(r["input_signature"] or ()))
+        if r.model_name in snap and r.kind != "backward":
+            signatures.setdefault(r.model_name, set()).add(tuple(r.input_signature or ()))
     return ShapesResult(snap, {k: len(v) for k, v in signatures.items()})
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import traitlets
@@ -27,6 +27,9 @@ import traitlets
 from ..presentation import COMPILE_MODELED_LABEL, fmt_duration
 from . import _html
 from ._base import STATIC, TrnWidget
+
+if TYPE_CHECKING:
+    from ..compiler.shape_log import ShapeEntry
 
 MAX_BINS = 80
 KINDS = ("pow2", "step", "list")
@@ -200,18 +203,18 @@ class ShapeTuner(TrnWidget):
         self._unsubscribe = cell_finished.subscribe(self.on_cell_finished)
 
     # -- data -----------------------------------------------------------------------------------
-    def _shape_entry(self) -> dict[str, Any] | None:
+    def _shape_entry(self) -> ShapeEntry | None:
         name = self._target if isinstance(self._target, str) else getattr(self._target, "name", None)
         snap = _compiler().shape_log.snapshot()
         if self._target is None:  # no target: the one chosen in the view, else the first with observations
-            self.callables = sorted(n for n, e in snap.items() if e.get("observed"))
+            self.callables = sorted(n for n, e in snap.items() if e.observed)
             name = self.name if self.name in snap else next(iter(self.callables), None)
         if name is None:
             return None
         self.name = str(name)
         if self._target is None or isinstance(self._target, str):
             self._callable = find_bucketed(self.name)
-        return snap.get(name, {"observed": {}, "policy": None})
+        return snap.get(name, _compiler().shape_log.ShapeEntry())
 
     def refresh(self) -> None:
         """Re-read the shape log (unless a distribution was given), re-bin, and recompute the read-outs."""
@@ -232,7 +235,7 @@ class ShapeTuner(TrnWidget):
             values, counts = self._given
         else:
             entry = self._shape_entry()
-            observed = (entry or {}).get("observed") or {}
+            observed = entry.observed if entry is not None else {}
             self.dims = sorted(map(str, observed))
             if self.dim not in observed:
                 self.dim = self._default_dim(observed)
@@ -262,7 +265,7 @@ class ShapeTuner(TrnWidget):
             return ("given", policy, compiled_key)
         return getattr(_compiler().shape_log.shape_log, "version", None), policy, compiled_key
 
-    def _set_data(self, values: np.ndarray, counts: np.ndarray, entry: dict[str, Any] | None) -> None:
+    def _set_data(self, values: np.ndarray, counts: np.ndarray, entry: ShapeEntry | None) -> None:
         self._values, self._counts = values, counts
         # tune() takes a dict length->count: cached once per data change, never rebuilt per control move.
         self._tune_input = dict(zip(values.tolist(), counts.tolist()))
@@ -276,11 +279,11 @@ class ShapeTuner(TrnWidget):
             spec = in_force or f"pow2:{max(_pow2_above(int(values[0])), 1) if values.size else 1}-{_pow2_above(hi)}"
             self._set_controls(spec)
 
-    def _policy_in_force(self, entry: dict[str, Any] | None) -> str | None:
+    def _policy_in_force(self, entry: ShapeEntry | None) -> str | None:
         policy = getattr(self._callable, "policy", None)
         if policy is not None:
             return str(policy)
-        return (entry or {}).get("policy")
+        return entry.policy if entry is not None else None
 
     def _set_controls(self, spec: str) -> None:
         controls = spec_controls(spec)

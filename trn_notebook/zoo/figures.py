@@ -87,9 +87,9 @@ def measure(runner: Any) -> dict[str, float]:
             cpu_model.generate(**p_cpu, max_new_tokens=n, min_new_tokens=n, do_sample=False)
 
     try:
-        before = clocks.snapshot()["sim_device_s"]
+        before = clocks.snapshot().sim_device_s
         dev_tok = _per_token(gen_dev)
-        modeled = (clocks.snapshot()["sim_device_s"] - before) / (2 + 4 + 12)
+        modeled = (clocks.snapshot().sim_device_s - before) / (2 + 4 + 12)
         cpu_tok = _per_token(gen_cpu)
         figures |= {"decode_token_s": dev_tok, "cpu_decode_token_s": cpu_tok, "decode_ratio": dev_tok / cpu_tok,
                     "modeled_device_token_s": modeled}  # fmt: skip
