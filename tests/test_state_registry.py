@@ -28,6 +28,9 @@ NOT_STATE_CALLS = {"Lock", "RLock", "TypeVar", "ParamSpec"}  # synchronisation a
 # Module-level objects that are never mutated after import: tables of facts, lookups built once.
 # Each entry says what it is; anything that changes at run time belongs to a registered owner instead.
 CONSTANTS: dict[str, str] = {
+    "device/lanes.py:BY_KEY": "the lanes by key (built from LANES at import)",
+    "device/lanes.py:BY_TID": "the lanes by thread id (built from LANES at import)",
+    "widgets/timeline.py:_ROW": "the widget's row of each lane (built from LANES at import)",
     "distributed/dry_ranks.py:_KIND": "c10d / functional-collective op name -> the cost model's kind",
     "device/hostmem.py:_files": "memo: this process's cgroup limit files (keyed by pid; a fact of the OS, not session state)",
     "magics/ranks.py:_private_trace_dir": "memo: the session's private 0700 trace directory (kept across resets on purpose)",
@@ -97,7 +100,6 @@ CONSTANTS: dict[str, str] = {
     "portcheck.py:MAGIC_RULES": "port-check rules for magics",
     "presentation.py:EXPLAIN_STAGES": "stage names of %trn explain",
     "presentation.py:COMPILE_STAGE_LABELS": "stage labels of the compile report",
-    "profiling/merge.py:LANES": "profiler lane declarations",
     "backends/facts.py:_TYPED": "owner name -> State field, a fixed table",
     "state.py:_registry": "not a constant: the registry of owners itself (holds every owner, never reset)",
     "widgets/_html.py:CATEGORY_COLOURS": "placement category colours",

@@ -8,8 +8,9 @@ import torch.distributed as dist
 
 import trn_notebook
 from trn_notebook.device import clocks
+from trn_notebook.device.lanes import BY_KEY
 from trn_notebook.profiling import kineto
-from trn_notebook.profiling.merge import LANES, PID
+from trn_notebook.profiling.merge import PID
 
 pytestmark = pytest.mark.usefixtures("fresh_device")
 
@@ -27,7 +28,7 @@ def test_an_all_reduce_and_a_charged_collective_are_events_on_the_comm_stream(on
         dist.all_reduce(t)
         clocks.collective("all_gather", 2e-3, 0.0, blocking=False)  # a visible one: 1 rank costs 0 on the wire
         (t * 2).sum().item()
-    comm = [e for e in result.trace["traceEvents"] if e.get("pid") == PID and e.get("tid") == LANES["comm"][0]]
+    comm = [e for e in result.trace["traceEvents"] if e.get("pid") == PID and e.get("tid") == BY_KEY["comm"].tid]
     names = [e["name"] for e in comm if e.get("ph") == "X"]
     assert names == ["collective all_reduce", "collective all_gather"]
     gather = next(e for e in comm if e.get("name") == "collective all_gather")
@@ -35,4 +36,4 @@ def test_an_all_reduce_and_a_charged_collective_are_events_on_the_comm_stream(on
     assert gather["args"]["blocking"] is False and gather["cat"] == kineto.CAT_KERNEL
     lanes = {e["args"]["name"] for e in result.trace["traceEvents"] if e.get("ph") == "M" and e.get("pid") == PID
              and e.get("name") == "thread_name"}  # fmt: skip
-    assert LANES["comm"][1] in lanes
+    assert BY_KEY["comm"].label in lanes

@@ -9,8 +9,9 @@ import pytest
 import torch
 
 import trn_notebook
+from trn_notebook.device.lanes import BY_KEY
 from trn_notebook.profiling import NeuronConfig, NoDeviceActivity, ProfileMode, TraceFormatError, why_slow
-from trn_notebook.profiling.merge import LANES, PID
+from trn_notebook.profiling.merge import PID
 
 pytestmark = pytest.mark.usefixtures("fresh_device")
 
@@ -109,7 +110,7 @@ def test_neuron_config_modes_select_lanes():
     with trn_notebook.profile(config=NeuronConfig(modes=(ProfileMode.DEVICE,))) as result:
         (x @ x).sum().item()
     tids = {e.get("tid") for e in result.trace["traceEvents"] if e.get("pid") == PID and e["ph"] != "M"}
-    assert LANES["op"][0] in tids and LANES["sync"][0] not in tids
+    assert BY_KEY["op"].tid in tids and BY_KEY["sync"].tid not in tids
     assert not any(e["ph"] == "C" for e in result.trace["traceEvents"] if e.get("pid") == PID)
     with pytest.raises(TypeError, match="ProfileMode"):
         NeuronConfig(modes=("device",))  # type: ignore[arg-type]

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import state as _state
+from .lanes import BY_KEY, thread_names
 
 TIMELINE_CAPACITY = 20_000
 
@@ -105,6 +106,9 @@ class ClockSnapshot:
 
 
 _CLOCK_KEYS = tuple(f.name for f in dataclasses.fields(ClockSnapshot))
+
+
+CLOCK_LANES = tuple(BY_KEY[k] for k in ("host", "op", "graph", "sync", "comm"))  # the kinds the clocks record
 
 
 class Clocks:
@@ -214,7 +218,9 @@ class Clocks:
             return list(self.state.sync_log)
 
     def chrome_trace(self, since_s: float = 0.0) -> dict[str, Any]:
-        """The timeline as Chrome/Perfetto trace JSON (``traceEvents``; µs; tid 0 device, 1 host, 2 collectives).
+        """The timeline as Chrome/Perfetto trace JSON (``traceEvents``; µs; pid 0), each event on the lane of
+        its kind (:data:`~.lanes.LANES`: eager ops, compiled graphs, host, collectives, syncs), the lanes
+        named by ``thread_name`` metadata.
 
         ``since_s``: only events ending at or after that modeled time.
         """
@@ -222,12 +228,12 @@ class Clocks:
             events = self.state.events.snapshot()
         if since_s:
             events = [e for e in events if e[2] + e[3] >= since_s]
-        trace = []
+        trace: list[dict[str, Any]] = thread_names(0, CLOCK_LANES)
         for kind, name, start, dur in events:
+            tid = BY_KEY[kind].tid
             if kind == "sync":
-                trace.append({"name": f"sync: {name}", "ph": "i", "ts": start * 1e6, "pid": 0, "tid": 1, "s": "t"})
+                trace.append({"name": f"sync: {name}", "ph": "i", "ts": start * 1e6, "pid": 0, "tid": tid, "s": "t"})
             else:
-                tid = 1 if kind == "host" else 2 if kind == "comm" else 0
                 trace.append(
                     {"name": name, "cat": kind, "ph": "X", "ts": start * 1e6, "dur": dur * 1e6, "pid": 0, "tid": tid}
                 )

@@ -26,6 +26,7 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from .. import state as _state
+from ..device.lanes import thread_names
 from .launch import RankError, RanksTimeout
 from .netns import PrivateNet, private_net
 from .reaper import die_with_parent, kill_descendants, kill_group
@@ -115,7 +116,7 @@ def _plain(value: Any) -> Any:
 def _trace_slice(t0_s: float) -> list[dict[str, Any]]:
     from ..device.clocks import clocks
 
-    return list(clocks.chrome_trace(since_s=t0_s)["traceEvents"])
+    return [e for e in clocks.chrome_trace(since_s=t0_s)["traceEvents"] if e.get("ph") != "M"]  # lanes: named once
 
 
 def _worker_main(
@@ -210,11 +211,9 @@ class CellResult:
             {"name": "process_name", "ph": "M", "pid": f["rank"], "args": {"name": f"rank {f['rank']}"}}
             for f in self.figures
         ]
-        names = [
-            {"name": "thread_name", "ph": "M", "pid": f["rank"], "tid": tid, "args": {"name": label}}
-            for f in self.figures
-            for tid, label in ((0, "compute"), (1, "host"), (2, "collectives"))
-        ]
+        from ..device.clocks import CLOCK_LANES
+
+        names = [e for f in self.figures for e in thread_names(f["rank"], CLOCK_LANES)]
         return {"traceEvents": meta + names + self.trace_events, "displayTimeUnit": "ms"}
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import bisect
 from typing import Any
 
+from ..device.lanes import LANES, lane, thread_names
 from ..device.source_lines import code_of
 from . import kineto
 from .kineto import CAT_GRAPH, CAT_KERNEL, CAT_MEMCPY, STREAM_COMM, STREAM_COMPUTE, STREAM_DMA
@@ -22,17 +23,6 @@ from .recorder import ALLOC, DETAIL, DUR, FRAME, HOST, KIND, NAME, RESERVED, STA
 
 SCHEMA = "trn-notebook-profile/1"
 PID = 2_000_000
-LANES = {
-    "host": (1, "host (modeled)"),
-    "op": (2, "device: eager ops"),
-    "graph": (3, "device: compiled graphs"),
-    "kernel": (4, "device: kernels in graphs"),
-    "transfer": (5, "transfers (DMA)"),
-    "sync": (6, "syncs"),
-    "fallback": (7, "CPU fallbacks"),
-    "compile": (8, "compile (host, wall s)"),
-    "comm": (9, "collectives (modeled)"),
-}
 SIM_KERNEL_CAT = "neuron_sim_kernel"
 FLOW_BASE = 1 << 40  # above Kineto's own flow ids
 SIM_NOTE = "CPU kernel the neuron simulator ran inside its parent op: its time is already in the parent, do not add it"
@@ -131,9 +121,11 @@ def _modeled_events(
         {"ph": "M", "name": "process_labels", "pid": PID, "tid": 0, "args": {"labels": "simulated Trainium"}},
         {"ph": "M", "name": "process_sort_index", "pid": PID, "tid": 0, "args": {"sort_index": -1}},
     ]
-    for tid, label in LANES.values():
-        out.append({"ph": "M", "name": "thread_name", "pid": PID, "tid": tid, "args": {"name": label}})
-        out.append({"ph": "M", "name": "thread_sort_index", "pid": PID, "tid": tid, "args": {"sort_index": tid}})
+    out += thread_names(PID)
+    out += [
+        {"ph": "M", "name": "thread_sort_index", "pid": PID, "tid": ln.tid, "args": {"sort_index": ln.tid}}
+        for ln in LANES
+    ]
     anchor = to_us(session.start_perf_ns)
     m0 = session.model_start_s
     compiles = sorted(session.compiles)
@@ -190,7 +182,7 @@ def _modeled_events(
             corr += 1
             args["op"] = name if kind == "graph" else f"aten::{name}"
             args["modeled_us"] = dur
-            launch = kineto.runtime_event(f"launch {args['op']}", launch_ts, host_now - launch_ts, LANES["host"][0],
+            launch = kineto.runtime_event(f"launch {args['op']}", launch_ts, host_now - launch_ts, lane("host").tid,
                                           PID, corr, ext, {"modeled_us": host_now - launch_ts})  # fmt: skip
             out.append(launch)
             kernels = []
@@ -218,7 +210,7 @@ def _modeled_events(
                     out.append(_x("sync", f"wait: {name}", start, dur, args))
                     out.append(_x("host", f"wait: {name}", start, dur, {"reason": name, "modeled_us": dur}))
                 out.append({"ph": "i", "s": "t", "name": f"sync: {name}", "cat": "sync", "ts": host_now, "pid": PID,
-                            "tid": LANES["sync"][0], "args": args})  # fmt: skip
+                            "tid": lane("sync").tid, "args": args})  # fmt: skip
                 ev = None
             elif kind == "comm":  # a collective on the communication queue (its launch is inside the c10d op)
                 d = detail if isinstance(detail, dict) else {}
@@ -229,28 +221,28 @@ def _modeled_events(
                 out.append(ev)
             else:
                 d = detail if isinstance(detail, dict) else {}
-                lane = "fallback" if d.get("fallback") else "transfer" if d.get("transfer") else "host"
+                where = "fallback" if d.get("fallback") else "transfer" if d.get("transfer") else "host"
                 args.update({k2: v for k2, v in d.items() if k2 in ("h2d", "d2h")})
                 args["bytes"] = int(d.get("h2d", 0)) + int(d.get("d2h", 0))
                 args["modeled_us"] = dur
-                if lane == "fallback":
+                if where == "fallback":
                     args["op"] = f"aten::{name}"
                     args["copy_us"] = float(d.get("copy_s", 0.0)) * 1e6
                     args["fallback"] = True
                     label = f"fallback aten::{name}"
                 else:
                     args["op"] = name
-                    label = f"{'H2D' if d.get('h2d') else 'D2H'} {args['bytes']} B" if lane == "transfer" else name
-                if lane == "transfer":  # Kineto's memcpy naming, which HTA's memory-kernel rule matches
+                    label = f"{'H2D' if d.get('h2d') else 'D2H'} {args['bytes']} B" if where == "transfer" else name
+                if where == "transfer":  # Kineto's memcpy naming, which HTA's memory-kernel rule matches
                     corr += 1
                     kname = "Memcpy HtoD (host -> neuron)" if d.get("h2d") else "Memcpy DtoH (neuron -> host)"
-                    ev = _x(lane, kname, start, dur, kineto.device_args(args, STREAM_DMA, corr, ext), CAT_MEMCPY)
-                    launch = kineto.runtime_event(label, start, dur, LANES["host"][0], PID, corr, ext,
+                    ev = _x(where, kname, start, dur, kineto.device_args(args, STREAM_DMA, corr, ext), CAT_MEMCPY)
+                    launch = kineto.runtime_event(label, start, dur, lane("host").tid, PID, corr, ext,
                                                   {"op": args["op"], "modeled_us": dur})  # fmt: skip
                     out.extend((ev, launch))
                     target = ev
                 else:
-                    ev = _x(lane, label, start, dur, args)
+                    ev = _x(where, label, start, dur, args)
                     out.append(ev)
                     out.append(_x("host", label, start, dur, {"op": args["op"], "modeled_us": dur}))
         if launch is not None and target is not None:
@@ -275,8 +267,8 @@ def _last_host(session: Session) -> float:
     return session.records[-1][HOST] if session.records else session.model_start_s
 
 
-def _x(lane: str, name: str, ts: float, dur: float, args: dict[str, Any], cat: str = "") -> dict[str, Any]:
-    return {"ph": "X", "name": name, "cat": cat or lane, "ts": ts, "dur": dur, "pid": PID, "tid": LANES[lane][0],
+def _x(lane_key: str, name: str, ts: float, dur: float, args: dict[str, Any], cat: str = "") -> dict[str, Any]:
+    return {"ph": "X", "name": name, "cat": cat or lane_key, "ts": ts, "dur": dur, "pid": PID, "tid": lane(lane_key).tid,
             "args": args}  # fmt: skip
 
 

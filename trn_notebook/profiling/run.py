@@ -96,13 +96,14 @@ class ProfileResult:
 
 def _apply_modes(trace: dict[str, Any], config: NeuronConfig) -> None:
     """Drop lanes whose :class:`ProfileMode` was not requested."""
-    from .merge import LANES, PID
+    from ..device.lanes import lane
+    from .merge import PID
 
     keep: set[int] = {0}
     if ProfileMode.DEVICE in config.modes:
-        keep |= {LANES[k][0] for k in ("op", "graph", "kernel", "comm")}
+        keep |= {lane(k).tid for k in ("op", "graph", "kernel", "comm")}
     if ProfileMode.RUNTIME in config.modes:
-        keep |= {LANES[k][0] for k in ("host", "transfer", "sync", "fallback", "compile")}
+        keep |= {lane(k).tid for k in ("host", "transfer", "sync", "fallback", "compile")}
     memory = ProfileMode.HOST_MEMORY in config.modes
     if len(keep) == 1 + 4 + 5 and memory:
         return

@@ -14,6 +14,7 @@ import html
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..device.lanes import BY_TID
 from ..presentation import fmt_compile
 from .traceio import load_trace
 
@@ -21,7 +22,6 @@ if TYPE_CHECKING:
     import pandas as pd
 
 IDLE_KINDS = ("host_bound", "after_sync", "fallback", "compile")
-DEVICE_LANES = ("device: eager ops", "device: compiled graphs")
 
 
 @dataclass
@@ -90,24 +90,24 @@ def summarize(trace: dict[str, Any], top: int = 10) -> Summary:
         if e.get("pid") != pid:
             continue
         ph = e.get("ph")
-        lane = lanes.get(e.get("tid"), "")
+        lane = lanes.get(e.get("tid"), "")  # the lane's key, matched by thread id
         args = e.get("args") or {}
         if ph == "X":
             ts, dur = float(e["ts"]), float(e["dur"])
             lo, hi = min(lo, ts), max(hi, ts + dur)
-            if lane in DEVICE_LANES:
+            if lane in ("op", "graph"):
                 busy.append((ts, ts + dur))
-                if lane == "device: eager ops" or not args.get("has_kernels", False):
+                if lane == "op" or not args.get("has_kernels", False):
                     _add_line(lines, args, dur)
-            elif lane == "device: kernels in graphs":
+            elif lane == "kernel":
                 _add_line(lines, args, dur)
-            elif lane == "CPU fallbacks":
+            elif lane == "fallback":
                 fallback_iv.append((ts, ts + dur))
                 fallbacks.append(
                     (args.get("op", e["name"]), dur, float(args.get("copy_us", 0.0)), int(args.get("bytes", 0)),
                      args.get("source", "")),
                 )  # fmt: skip
-            elif lane.startswith("compile"):
+            elif lane == "compile":
                 compile_iv.append((ts, ts + dur))
                 modeled = args.get("modeled_neuron_compile_s")
                 compiles.append(
@@ -118,7 +118,7 @@ def summarize(trace: dict[str, Any], top: int = 10) -> Summary:
                         float(modeled) if isinstance(modeled, int | float) else None,
                     )
                 )
-        elif ph in ("i", "I") and lane == "syncs":
+        elif ph in ("i", "I") and lane == "sync":
             syncs.append(
                 (float(e["ts"]), args.get("reason", e["name"]), args.get("source", ""), args.get("code", ""),
                  float(args.get("wait_us", 0.0))),
@@ -181,6 +181,9 @@ def summarize(trace: dict[str, Any], top: int = 10) -> Summary:
 
 
 def _modeled_process(events: list[dict[str, Any]]) -> tuple[Any, dict[Any, str]]:
+    """The modeled process's pid and ``{tid: lane key}`` of the declared lanes it names (matched by tid).
+
+    Raises :class:`~.traceio.TraceFormatError` when the trace has no modeled process."""
     pid = None
     for e in events:
         if (
@@ -195,9 +198,9 @@ def _modeled_process(events: list[dict[str, Any]]) -> tuple[Any, dict[Any, str]]
 
         raise TraceFormatError("the trace has no neuron:0 (modeled) process: was it profiled with PrivateUse1?")
     lanes = {
-        e.get("tid"): (e.get("args") or {}).get("name", "")
+        e["tid"]: BY_TID[e["tid"]].key
         for e in events
-        if e.get("ph") == "M" and e.get("name") == "thread_name" and e.get("pid") == pid
+        if e.get("ph") == "M" and e.get("name") == "thread_name" and e.get("pid") == pid and e.get("tid") in BY_TID
     }
     return pid, lanes
 

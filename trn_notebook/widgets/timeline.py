@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import traitlets
 
-from ..profiling.merge import LANES
+from ..device.lanes import LANES
 from ..profiling.summary import _modeled_process
 from ..profiling.traceio import load_trace
 from ._base import STATIC, TrnWidget
@@ -23,7 +23,8 @@ from ._base import STATIC, TrnWidget
 MAX_EVENTS = 3_000
 BINS = 400
 MAX_POINTS = 1_000
-LANE_ORDER = [label for _, label in sorted(LANES.values())]
+LANE_ORDER = [ln.label for ln in LANES]  # the widget's lane rows, in declaration (tid) order
+_ROW = {ln.key: i for i, ln in enumerate(LANES)}
 DETAIL_KEYS = ("op", "shapes", "modeled_us", "wall_us", "source", "code", "host_op", "bytes", "reason", "engine",
                "ir_nodes", "sources", "copy_us", "wait_us", "graph", "cache")  # fmt: skip
 
@@ -48,9 +49,8 @@ class TimelineWidget(TrnWidget):
         self.observe(self._on_window, names="window")
 
     def _load(self, trace: dict[str, Any]) -> None:
-        pid, lane_names = _modeled_process(trace["traceEvents"])
-        index = {name: i for i, name in enumerate(LANE_ORDER)}
-        lane_of = {tid: index[name] for tid, name in lane_names.items() if name in index}
+        pid, lane_keys = _modeled_process(trace["traceEvents"])
+        lane_of = {tid: _ROW[key] for tid, key in lane_keys.items()}
         rows, mem = [], []
         for e in trace["traceEvents"]:
             if e.get("pid") != pid:
@@ -146,7 +146,7 @@ class TimelineWidget(TrnWidget):
 
     def slowest(self, n: int = 15) -> list[dict[str, Any]]:
         """The ``n`` longest events (device, transfer, fallback, compile, sync waits) with their details."""
-        host = LANE_ORDER.index(LANES["host"][1])  # the host lane mirrors waits, fallbacks and copies
+        host = _ROW["host"]  # the host lane mirrors waits, fallbacks and copies
         order = np.argsort(-np.where(self._lane == host, -1.0, self._dur), kind="stable")[:n]
         return [self.detail(int(i)) for i in order if self._dur[i] > 0 and self._lane[i] != host]
 
