@@ -14,7 +14,7 @@ import html
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..device.lanes import BY_TID
+from ..device.lanes import BY_KEY, BY_TID
 from ..presentation import fmt_compile
 from .traceio import load_trace
 
@@ -95,7 +95,7 @@ def summarize(trace: dict[str, Any], top: int = 10) -> Summary:
         if ph == "X":
             ts, dur = float(e["ts"]), float(e["dur"])
             lo, hi = min(lo, ts), max(hi, ts + dur)
-            if lane in ("op", "graph"):
+            if lane and BY_KEY[lane].device:  # modeled device work: eager ops, compiled graphs
                 busy.append((ts, ts + dur))
                 if lane == "op" or not args.get("has_kernels", False):
                     _add_line(lines, args, dur)
