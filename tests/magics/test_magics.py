@@ -217,7 +217,8 @@ def test_report_and_dashboard_render(ip):
 
 def test_views_prefer_widgets_when_available(ip):
     render.prefer_widgets = True
-    widgets = pytest.importorskip("trn_notebook.widgets")
+    from trn_notebook import widgets
+
     out = line(ip, "ops")
     assert isinstance(out, widgets.PlacementView)
     assert isinstance(line(ip, "memory"), widgets.MemoryView)

@@ -24,10 +24,6 @@ BROWSER_RUNS_THEM = (
 )
 
 
-def _needs_compiler(name: str) -> bool:
-    return name.split("_", 1)[0] in {"03", "04", "05", "08", "09", "10", "11"}
-
-
 @pytest.mark.slow
 @pytest.mark.skipif(
     BROWSER_RUNS_THEM,
@@ -36,8 +32,6 @@ def _needs_compiler(name: str) -> bool:
 )
 @pytest.mark.parametrize("name", NOTEBOOKS)
 def test_notebook_runs_top_to_bottom(name, tmp_path):
-    if _needs_compiler(name):
-        pytest.importorskip("trn_notebook.compiler.backend", reason="the neuron compiler has not landed")
     path = tmp_path / name
     shutil.copy(EXAMPLES / name, path)  # run in a scratch folder: notebooks may write files beside themselves
     nb, _ = run_notebook(path, timeout=300)

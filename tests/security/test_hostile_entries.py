@@ -123,10 +123,6 @@ def test_an_oversized_entry_is_refused_by_size(sec_cache, monkeypatch):
         assert compile_f()["cache_result"] == "miss"
 
 
-@pytest.mark.skipif(
-    not hasattr(backend, "gc_paused"),
-    reason="the try/finally around gc.disable() lands with the backend consolidation (foundation branch, gc_paused)",
-)
 def test_an_interrupt_during_compile_leaves_garbage_collection_on(sec_cache, monkeypatch):
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
