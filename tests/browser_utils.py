@@ -122,6 +122,9 @@ def start_jupyterlab(
         "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])),
         **(env or {}),
     }
+    # A kernel started under pytest sees PYTEST_CURRENT_TEST and then does not forward what C++ writes to
+    # its stderr (ipykernel's fd capture stands down for pytest): drop it so cells show what a student sees.
+    full_env.pop("PYTEST_CURRENT_TEST", None)
     log_path = state / "server.log"
     with log_path.open("wb") as log:
         process = subprocess.Popen(cmd, cwd=root_dir, env=full_env, stdout=log, stderr=subprocess.STDOUT)
