@@ -26,8 +26,8 @@ from .distributed import compare_ranks  # noqa: E402, F401 - public API
 from .distributed import register as _register_distributed  # noqa: E402 - the "neuron" c10d backend
 from .dry import dryrun  # noqa: E402
 from .migration import report  # noqa: E402
+from .migration.portcheck import port_check  # noqa: E402
 from .planner import plan  # noqa: E402
-from .portcheck import port_check  # noqa: E402
 from .profiling import install as _install_profiler  # noqa: E402
 from .profiling import install_memory_namespace as _install_memory_namespace  # noqa: E402
 from .profiling import profile, profile_table, why_slow  # noqa: E402

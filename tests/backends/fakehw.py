@@ -102,7 +102,7 @@ def run_notebook(name: str, tmp: Path, *, timeout: int = 300) -> NotebookRun:
     import nbformat
     from nbclient.exceptions import CellExecutionError
 
-    from trn_notebook.portcheck import MARK_TAG
+    from trn_notebook.migration.portcheck import MARK_TAG
 
     env = environment(tmp, fake=True, device=True)
     startup = tmp / "ipython" / "profile_default" / "startup"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from trn_notebook.portcheck import MARK_TAG, PortCheckError, port_check, port_check_magic
+from trn_notebook.migration.portcheck import MARK_TAG, PortCheckError, port_check, port_check_magic
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -10,8 +10,9 @@ import zlib
 
 import pytest
 
-from trn_notebook import limits, portcheck
-from trn_notebook.portcheck import PortCheckError, port_check
+from trn_notebook import limits
+from trn_notebook.migration import portcheck
+from trn_notebook.migration.portcheck import PortCheckError, port_check
 from trn_notebook.profiling import traceio
 from trn_notebook.profiling.summary import why_slow
 from trn_notebook.profiling.traceio import TraceFormatError

@@ -354,7 +354,7 @@ class TrnMagics(Magics):
         return Message(f"reset: placement log, clocks, memory statistics, compile and shape logs cleared; {kept}")
 
     def _cmd_port_check(self, args: argparse.Namespace, cell: str | None) -> Any:
-        from ..portcheck import PortCheckError, port_check_magic
+        from ..migration.portcheck import PortCheckError, port_check_magic
 
         try:
             return port_check_magic(args.path, history=self.shell.user_ns.get("In"))
