@@ -108,6 +108,10 @@ class DryRanks:
         # init_process_group wraps sys.excepthook with a "[rank0]:" prefix each time; a dry run gives it back
         self._excepthook = sys.excepthook
         dist.init_process_group("cpu:fake,neuron:fake", store=FakeStore(), rank=0, world_size=self.world_size)
+        # With several backend plugins registered ("neuron" first), init_process_group sets no default
+        # backend type for a "cpu:fake,neuron:fake" group, and destroying it warns from C++ ("No backend of
+        # type 0 found ... Assuming no hooks are registered"): the group's backends are the fake plugin's.
+        dist.distributed_c10d._get_default_group()._set_default_backend(dist.ProcessGroup.BackendType.CUSTOM)
         try:
             self.mesh = init_device_mesh("neuron", self.mesh_shape, mesh_dim_names=self.mesh_dim_names)
         except BaseException:

@@ -19,6 +19,7 @@ from typing import Any
 
 import torch.multiprocessing as mp
 
+from ..device.source_lines import is_user_file
 from .rendezvous import check_world_size, join_group, loopback_env, private_dir, store_path
 
 
@@ -135,7 +136,16 @@ def _write_error(error_dir: str, rank: int, exc: BaseException) -> None:
     import traceback
 
     trace = "".join(traceback.format_exception(exc))
-    record = {"rank": rank, "time": time.time(), "error": f"{type(exc).__name__}: {exc}", "trace": trace}
+    frames = traceback.extract_tb(exc.__traceback__)
+    user = [f for f in frames if is_user_file(f.filename)] or frames  # the one source-line rule
+    where = f"{user[-1].filename}:{user[-1].lineno}" if user else ""
+    record = {
+        "rank": rank,
+        "time": time.time(),
+        "error": f"{type(exc).__name__}: {exc}",
+        "trace": trace,
+        "where": where,
+    }
     with open(os.path.join(error_dir, f"rank{rank}.json"), "w") as fh:
         json.dump(record, fh)
 
@@ -160,12 +170,12 @@ def first_failure(error_dir: str) -> dict[str, Any] | None:
 
 # A traceback frame (`File "f", line 3, in fn`) or a faulthandler frame (`File "f", line 3 in fn`).
 _FRAME = re.compile(r'File "([^"]+)", line (\d+),? in (\S+)')
-_NOT_USER = ("/torch/", "trn_notebook", "/multiprocessing/")
 
 
 def _user_frame(frames: list[re.Match[str]]) -> re.Match[str] | None:
-    """The innermost frame (the last, traceback order) outside torch, us and multiprocessing, else the innermost."""
-    user = [m for m in frames if not any(part in m.group(1) for part in _NOT_USER)]
+    """The innermost user frame (the last, traceback order; :func:`~..device.source_lines.is_user_file`), else
+    the innermost. For text only a dump gives (a faulthandler stack, a traceback without a record)."""
+    user = [m for m in frames if is_user_file(m.group(1))]
     return (user or frames)[-1] if frames else None
 
 
@@ -212,12 +222,11 @@ def run_ranks(
                 )
     except mp.ProcessRaisedException as exc:
         first = first_failure(error_dir)
-        rank, trace, last = (
-            (first["rank"], first["trace"], first["error"])
+        rank, trace, last, where = (
+            (first["rank"], first["trace"], first["error"], str(first.get("where", "")))
             if first
-            else (exc.error_index, str(exc), str(exc).strip().splitlines()[-1])
+            else (exc.error_index, str(exc), str(exc).strip().splitlines()[-1], _innermost_user_frame(str(exc)))
         )
-        where = _innermost_user_frame(trace)
         timed_out = "timed out" in last.lower() or "timeout" in last.lower()
         hint = (
             " — a hung collective: a peer never joined it (a rank skipped, reordered or is stuck before it)"
