@@ -18,9 +18,9 @@ from collections.abc import Callable
 from IPython.testing.globalipapp import get_ipython
 
 import trn_notebook  # noqa: F401 - registers the device
+from trn_notebook.backends.status import state_snapshot
 from trn_notebook.device.placement import placement_log
 from trn_notebook.magics import hooks, render
-from trn_notebook.status import state_snapshot
 
 BUDGET_MS = 50.0
 REFRESH_BUDGET_MS = 1.0

@@ -279,9 +279,9 @@ def test_a_world_writable_cache_dir_of_ours_is_refused_and_left_as_it_is(cache_d
 
 def test_cache_results_are_counted_once_by_one_rule(cache_dir):
     from trn_notebook import backends
+    from trn_notebook.backends.status import status_payload
     from trn_notebook.compiler.compile_log import CompileSummary, cache_hit
     from trn_notebook.session.compiled import CompileReport
-    from trn_notebook.status import status_payload
 
     compile_again()  # a miss, stored
     torch._dynamo.reset()

@@ -74,7 +74,7 @@ def test_env_var_read_at_device_init() -> None:
 
 
 def test_status_shows_mode_and_assumed_parts() -> None:
-    from trn_notebook.status import status
+    from trn_notebook.session.status_card import status
 
     assert [v for k, v in status().fields if k == "numerics (assumed)"] == [
         "exact mode: CPU PyTorch numerics, not a model of Trainium"

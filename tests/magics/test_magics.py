@@ -11,12 +11,12 @@ import torch
 from IPython.core.error import UsageError
 
 import trn_notebook
+from trn_notebook.backends.status import state_snapshot, status_payload
 from trn_notebook.device import get_config, placement_log
 from trn_notebook.device.runtime import allocator, get_chip
 from trn_notebook.magics import render
 from trn_notebook.results import Result
 from trn_notebook.session.events import cell_finished
-from trn_notebook.status import state_snapshot, status_payload
 
 from .helpers import line, run
 
@@ -325,7 +325,7 @@ def test_post_run_cell_refreshes_the_snapshot_only_when_something_changed(ip):
 
 
 def test_status_payload_has_every_status_bar_field():
-    from trn_notebook.magics.status_comm import StatusPayload
+    from trn_notebook.backends.status import StatusPayload
 
     assert set(status_payload()) == set(StatusPayload.__annotations__)
 
@@ -334,7 +334,7 @@ def test_status_payload_has_every_status_bar_field():
 # -- the library behind the magics, without IPython ---------------------------------------------------
 def test_library_functions_work_without_ipython():
     from trn_notebook import session
-    from trn_notebook.status import status
+    from trn_notebook.session.status_card import status
 
     card = session.use_device("neuron", chip="trn2", fusion=False)
     assert torch.get_default_device().type == "neuron" and ("eager fusion", "off") in card.fields

@@ -5,9 +5,10 @@ from __future__ import annotations
 import torch
 
 from trn_notebook import backends, session
+from trn_notebook.backends.status import status_payload
 from trn_notebook.device.placement import placement_log
 from trn_notebook.device.runtime import allocator
-from trn_notebook.status import status, status_payload
+from trn_notebook.session.status_card import status
 
 
 def test_device_and_status_cards_name_the_live_backend(fresh_device):

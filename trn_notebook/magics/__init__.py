@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from IPython.core.interactiveshell import InteractiveShell
 
+from ..backends.status import state_snapshot
 from ..session.events import cell_finished
-from ..status import state_snapshot
 from . import hooks, status_comm
 from .trn import TrnMagics
 

@@ -8,7 +8,7 @@ it sees the kernel (on each kernel change, after a restart and after each execut
 the kernel closes it at once while the target is not registered). Over every comm a front end opened,
 the kernel sends a :class:`StatusPayload` at once, then a new one after each cell whose payload differs
 from the last one sent. The payload is produced by a callable handed in by the caller
-(``trn_notebook.status.status_payload``); this module only transports it and never reads the device.
+(``trn_notebook.backends.status.status_payload``); this module only transports it and never reads the device.
 
 After a page reload the front end finds the comm it had opened with a ``comm_info_request`` and sends
 ``{"type": "request"}`` on it, answered with the current payload.
@@ -19,13 +19,14 @@ from __future__ import annotations
 import logging
 import weakref
 from collections.abc import Callable
-from typing import Any, Literal, Protocol, TypedDict
+from typing import Any, Protocol
 
 import comm
 from comm.base_comm import BaseComm
 from IPython.core.interactiveshell import InteractiveShell
 
 from .. import state as _state
+from ..backends.status import StatusError, StatusPayload
 from ..session.events import cell_finished
 
 __all__ = [
@@ -41,34 +42,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 TARGET_NAME = "trn-notebook-status"
-
-
-class StatusPayload(TypedDict):
-    """What the status-bar item shows; one message per change."""
-
-    type: Literal["status"]
-    loaded: Literal[True]
-    device: str  # "neuron:0" or "cpu"
-    label: str  # "neuron:0 trn2 (sim)", "neuron:0 Trainium2 (TorchNeuron)" or "cpu"
-    chip: str  # "trn2" (the simulator's chip model) or the hardware device's name
-    memory_allocated: int  # bytes
-    memory_capacity: int  # bytes (0: not reported)
-    cache_hits: int | str  # "n/a" on hardware: TorchNeuron's metrics do not say whether the NEFF cache hit
-    cache_misses: int | str
-    fallback_ops: int
-    compile_s: float  # measured: our compiler's wall seconds over the compile records (0.0: none yet)
-    modeled_compile_s: float | None  # modeled Neuron compile seconds of the misses (None: no record says)
-    compile_text: str  # both, formatted by the kernel (presentation.fmt_compile); "" before any compile
-    text: str  # the status-bar line, formatted by the kernel (trn_notebook.presentation)
-    title: str  # its tooltip, formatted by the kernel
-
-
-class StatusError(TypedDict):
-    """Sent instead of a status when ``payload_fn`` raised, so the item can say so."""
-
-    type: Literal["error"]
-    loaded: Literal[True]
-    message: str
 
 
 PayloadFn = Callable[[], StatusPayload]

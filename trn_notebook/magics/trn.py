@@ -18,7 +18,7 @@ from ..backends import SimulatorOnlyError
 from ..results import Message, Preformatted
 from ..session.compiled import CellInputError, default_name
 from ..session.device import DeviceUnavailableError
-from ..status import status
+from ..session.status_card import status
 from . import render
 from .cells import current_cell_number, describe_source
 from .parser import HelpRequested, help_text, parse

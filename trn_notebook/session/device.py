@@ -8,6 +8,7 @@ import torch
 
 from .. import backends
 from ..backends.base import NA
+from ..backends.status import current_device
 from ..device import register
 from ..device.chips import CHIPS as CHIP_SPECS
 from ..device.config import get_config, set_config
@@ -15,7 +16,6 @@ from ..device.numerics import numerics as _numerics
 from ..device.numerics import numerics_policy, parse_numerics
 from ..device.runtime import get_chip, set_chip
 from ..results import Card, fmt_bytes
-from ..status import current_device
 
 CHIPS = tuple(sorted(CHIP_SPECS))
 RNG_NOTE = (

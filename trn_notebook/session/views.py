@@ -348,7 +348,7 @@ def report() -> Result:
 
 def dashboard() -> Result:
     """Status, placement, memory and compile cache in one result (the fallback of the dashboard widget)."""
-    from ..status import status
+    from .status_card import status
 
     parts: list[Result] = [status(), ops(max_rows=15), memory()]
     return Sections(parts)
