@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from trn_notebook.device import clocks
+from trn_notebook.device.lanes import BY_KEY
 from trn_notebook.distributed import (
     collective_seconds,
     exposed_comm,
@@ -78,7 +79,7 @@ def test_async_collective_overlaps_compute_and_blocking_one_is_exposed(fresh_dev
     clocks.launch("matmul", 1e-3, 0.0, 0.0)
     assert clocks.snapshot().device_free_at_s == pytest.approx(5e-3)  # compute waited for it
     trace = clocks.chrome_trace()["traceEvents"]
-    assert {e["tid"] for e in trace if e.get("cat") == "comm"} == {2}
+    assert {e["tid"] for e in trace if e.get("cat") == "comm"} == {BY_KEY["comm"].tid}  # the collectives lane
 
 
 def test_model_crossovers_sit_at_the_documented_switch_points_on_16_ranks():
