@@ -63,7 +63,7 @@ def main() -> None:
             compile_log.reset()
             ours.append(first_call(lambda: torch.compile(block("neuron"), backend="neuron"), x_dev))
             recs = compile_log.snapshot()
-            own = sum(r["stage_us"][k] for r in recs for k in ("lower", "passes", "codegen")) / 1e6
+            own = sum(r.stage_us[k] for r in recs for k in ("lower", "passes", "codegen")) / 1e6
             shares.append((own, recs))
     cold = min(ours)
     own, recs = min(shares, key=lambda s: s[0])
@@ -85,8 +85,8 @@ def main() -> None:
         compile_log.reset()
         warm_disk = first_call(lambda: torch.compile(block("neuron"), backend="neuron"), x_dev)
         recs = compile_log.snapshot()
-        own_hit = sum(r["stage_us"][k] for r in recs for k in ("lower", "passes")) / 1e6
-        regen = sum(r["stage_us"]["codegen"] for r in recs) / 1e6
+        own_hit = sum(r.stage_us[k] for r in recs for k in ("lower", "passes")) / 1e6
+        regen = sum(r.stage_us["codegen"] for r in recs) / 1e6
     print(
         f"disk hit: first call {warm_disk:.2f} s, cache results {[r['cache_result'] for r in recs]}, "
         f"lower+passes {own_hit * 1e3:.1f} ms (was {sum(r['stage_us']['lower'] + r['stage_us']['passes'] for r in shares[0][1]) / 1e3:.1f} ms), "
@@ -126,7 +126,7 @@ def main() -> None:
     before = clocks.snapshot().sim_device_s
     step(eager_dev, x_dev)
     dev_eager = clocks.snapshot().sim_device_s - before
-    fused = sum(r["fused_kernels"] for r in compile_log.snapshot()[-2:])
+    fused = sum(r.fused_kernels for r in compile_log.snapshot()[-2:])
     print(
         f"modeled device time fw+bw: compiled {dev_compiled * 1e3:.2f} ms | eager on neuron {dev_eager * 1e3:.2f} ms "
         f"-> {dev_eager / dev_compiled:.1f}x less with {fused} fused kernels"

@@ -36,7 +36,7 @@ def test_snapshots_are_frozen_and_typed(fresh_compiler):
     assert snap.clocks.launches >= 2 and not hasattr(snap.clocks, "__getitem__")
     assert snap.memory.counters.allocated >= x.nbytes + y.nbytes
     record = snap.compiles[-1]
-    assert record.cache_result == "miss" and record["graph_name"] == record.graph_name
+    assert record.cache_result == "miss" and record.graph_name == record.graph_name
     with pytest.raises(dataclasses.FrozenInstanceError):
         record.runs = 9  # type: ignore[misc]
     assert snap.compiled_graphs >= 1

@@ -99,7 +99,7 @@ def test_torchneuron_backend_accepts_names_only_placement_and_slot_properties(mo
     assert api.placement_summary()["ops"] == {"native": 1, "cpu_fallback": 1}
     assert list(api.op_table()["calls"]) == ["not measured", "not measured"]
     assert backend.device_properties() == {"name": "Trainium2", "total_memory": 96 << 30, "simulated": False}
-    assert [r["compile_s"] for r in backend.compile_records()] == [2.000005, None]
+    assert [r.compile_s for r in backend.compile_records()] == [2.000005, None]
     assert backend.device_time_s() is None
     with pytest.raises(backends.SimulatorOnlyError, match=r"set_chip is simulator-only.*TorchNeuron"):
         api.set_chip("trn3")

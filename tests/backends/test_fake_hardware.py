@@ -53,7 +53,7 @@ torch.compile(lambda x: x.sin() + 1, backend="neuron")(torch.randn(3))
 assert len(torch_neuronx.compiled_graphs) == 1  # `neuron` is TorchNeuron's compiler (its entry point found first)
 assert lookup_backend("neuron_sim") is neuron_backend  # ours stays reachable
 records = b.compile_records()
-assert len(records) == 1 and records[0]["compile_s"] == 1.00003, records
+assert len(records) == 1 and records[0].compile_s == 1.00003, records
 md = trn_notebook.report().to_markdown()
 print("REPORT", md)
 trn_notebook.clear_op_tracking()

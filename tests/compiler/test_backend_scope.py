@@ -56,7 +56,7 @@ def test_plain_torch_compile_recompiles_statically_per_new_shape(fresh_compiler)
     for n in (3, 5, 7):
         x = torch.randn(n, 4).to("neuron")
         torch.testing.assert_close(compiled(x).cpu(), f(x.cpu()))
-    assert [r["input_signature"] for r in compile_log.snapshot()] == [["f32[3,4]"], ["f32[5,4]"], ["f32[7,4]"]]
+    assert [r.input_signature for r in compile_log.snapshot()] == [["f32[3,4]"], ["f32[5,4]"], ["f32[7,4]"]]
 
 
 def test_training_through_per_shape_graphs_matches_cpu(fresh_compiler):

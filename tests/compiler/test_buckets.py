@@ -95,7 +95,7 @@ def test_padded_runs_equal_unbucketed_runs_on_real_positions_with_one_compile_pe
             torch.testing.assert_close(got.cpu(), want.cpu(), rtol=1e-5, atol=1e-5)
         got = runner(torch.randint(0, 40, (2, 3), device=device))  # the mask is made when not given
         assert got.shape == (2, 3, 5)
-    compiles = [r for r in compile_log.snapshot() if r["kind"] in ("forward", "inference")]
+    compiles = [r for r in compile_log.snapshot() if r.kind in ("forward", "inference")]
     assert len(compiles) == 2  # buckets 8 and 16
     entry = shape_log.snapshot()[runner.name]
     assert entry.policy == "list:8,16"

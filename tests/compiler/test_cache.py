@@ -63,15 +63,15 @@ def compile_again():
 
 def test_entry_is_json_plus_ir_text_with_a_checksum_in_a_private_directory(cache_dir):
     rec = compile_again()
-    assert rec["cache_result"] == "miss"
-    meta = json.loads((cache_dir / f"{rec['graph_id']}.json").read_text())
-    ir = (cache_dir / f"{rec['graph_id']}.ir").read_text()
-    assert meta["key"] == rec["graph_id"] and len(meta["ir_sha256"]) == 64
+    assert rec.cache_result == "miss"
+    meta = json.loads((cache_dir / f"{rec.graph_id}.json").read_text())
+    ir = (cache_dir / f"{rec.graph_id}.ir").read_text()
+    assert meta["key"] == rec.graph_id and len(meta["ir_sha256"]) == 64
     assert ir.startswith("graph block_inference_0(") and "softmax(" in ir
     assert stat.S_IMODE(cache_dir.stat().st_mode) == 0o700
-    assert compile_again()["cache_result"] == "disk hit"
+    assert compile_again().cache_result == "disk hit"
     (entry,) = cache.cache_entries()
-    assert entry["key"] == rec["graph_id"] and entry["graph_name"] == "block_inference_0"
+    assert entry["key"] == rec.graph_id and entry["graph_name"] == "block_inference_0"
     assert cache.clear_cache() == 1 and cache.cache_entries() == []
 
 
@@ -79,14 +79,14 @@ def test_memory_hit_when_the_same_graph_compiles_twice_in_a_process(cache_dir):
     trn_notebook.compile(block)(*ARGS)
     torch._dynamo.reset()
     trn_notebook.compile(block)(*ARGS)
-    assert [r["cache_result"] for r in compile_log.snapshot()] == ["miss", "memory hit"]
+    assert [r.cache_result for r in compile_log.snapshot()] == ["miss", "memory hit"]
 
 
 def test_disk_hit_skips_lowering_and_passes(cache_dir):
     compile_again()
     rec = compile_again()
-    assert rec["cache_result"] == "disk hit"
-    assert rec["stage_us"]["passes"] == 0.0 and rec["stage_us"]["cache_write"] == 0.0
+    assert rec.cache_result == "disk hit"
+    assert rec.stage_us["passes"] == 0.0 and rec.stage_us["cache_write"] == 0.0
 
 
 INTEGER_GRAPHS = {  # torch gives int64 here; the 32-bit IR must say what the op really produces
@@ -139,12 +139,12 @@ def test_a_graph_making_int64_loads_back_from_the_disk(cache_dir, name):
     ],
 )
 def test_damaged_entry_is_reported_once_discarded_and_recompiled(cache_dir, damage):
-    key = compile_again()["graph_id"]
+    key = compile_again().graph_id
     damage(cache_dir, key)
     with pytest.warns(CacheCorruptWarning, match=f"{key}.*discarded"):
         rec = compile_again()  # asserts the result is still right
-    assert rec["cache_result"] == "miss"
-    assert compile_again()["cache_result"] == "disk hit"  # rewritten, valid again
+    assert rec.cache_result == "miss"
+    assert compile_again().cache_result == "disk hit"  # rewritten, valid again
 
 
 def _tamper_with_valid_checksum(d: Path, key: str) -> None:
@@ -168,20 +168,20 @@ def test_failed_compiles_are_never_cached(cache_dir):
 
 def test_disabled_cache_writes_nothing(cache_dir):
     with override(disable_cache=True):
-        assert compile_again()["cache_result"] == "miss"
-        assert compile_again()["cache_result"] == "miss"
+        assert compile_again().cache_result == "miss"
+        assert compile_again().cache_result == "miss"
     assert not cache_dir.exists() or not any(cache_dir.iterdir())
 
 
 def test_concurrent_writers_of_one_key_leave_one_valid_entry(cache_dir):
     rec = compile_again()
-    graph, _meta = cache.load(rec["graph_id"])
+    graph, _meta = cache.load(rec.graph_id)
     errors = []
 
     def writer():
         try:
             for _ in range(20):
-                cache.store(rec["graph_id"], graph, {"graph_name": "w"})
+                cache.store(rec.graph_id, graph, {"graph_name": "w"})
         except Exception as exc:  # pragma: no cover - reported below
             errors.append(exc)
 
@@ -191,7 +191,7 @@ def test_concurrent_writers_of_one_key_leave_one_valid_entry(cache_dir):
     for t in threads:
         t.join()
     assert errors == []
-    assert cache.load(rec["graph_id"])[0] == graph
+    assert cache.load(rec.graph_id)[0] == graph
     files = sorted(p.suffix for p in cache_dir.iterdir() if p.name != ".trn-notebook-cache")
     assert files == [".ir", ".json"]  # no temp files left
 
@@ -219,7 +219,7 @@ CHILD = textwrap.dedent(
     torch.manual_seed(0)
     out = trn_notebook.compile(block)(torch.randn(4, 8), torch.randn(8, 8))
     rec = compile_log.snapshot()[0]
-    print(json.dumps({"result": rec["cache_result"], "key": rec["graph_id"], "sum": float(out.sum())}))
+    print(json.dumps({"result": rec.cache_result, "key": rec.graph_id, "sum": float(out.sum())}))
     """
 )
 
@@ -265,7 +265,7 @@ def test_default_cache_dir_is_per_user_and_created_private(tmp_path, monkeypatch
     monkeypatch.setattr(platformdirs, "user_cache_dir", lambda app: str(tmp_path / "home-cache" / app))
     with override(cache_dir=None):
         assert cache.cache_dir() == tmp_path / "home-cache" / "trn-notebook" / "neff_cache"
-        assert compile_again()["cache_result"] == "miss"
+        assert compile_again().cache_result == "miss"
         assert stat.S_IMODE(cache.cache_dir().stat().st_mode) == 0o700
 
 
@@ -273,7 +273,7 @@ def test_a_world_writable_cache_dir_of_ours_is_refused_and_left_as_it_is(cache_d
     cache_dir.mkdir(parents=True)
     os.chmod(cache_dir, 0o1777)
     with pytest.warns(cache.CacheUntrustedWarning, match="writable by other users.*never changes the permissions"):
-        assert compile_again()["cache_result"] == "miss"
+        assert compile_again().cache_result == "miss"
     assert stat.S_IMODE(cache_dir.stat().st_mode) == 0o1777 and list(cache_dir.iterdir()) == []
 
 

@@ -57,14 +57,14 @@ def test_compiled_forward_and_backward_equal_eager(name, device):
     torch.testing.assert_close(out.detach().cpu(), ref.detach(), rtol=1e-4, atol=1e-5)
     for got, want in grads:
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
-    kinds = [r["kind"] for r in compile_log.snapshot()]
+    kinds = [r.kind for r in compile_log.snapshot()]
     assert kinds == ["forward", "backward"]
 
 
 def test_attention_is_compiled_to_the_fused_flash_kernel_forward_and_backward():
     out, ref, _ = run_eager_and_compiled(block, (2, 8, 32), "neuron")
     torch.testing.assert_close(out.detach().cpu(), ref.detach(), rtol=1e-4, atol=1e-5)
-    passes = explain(compile_log.snapshot()[0]["model_name"]).stages["passes"]
+    passes = explain(compile_log.snapshot()[0].model_name).stages["passes"]
     assert "= sdpa_flash(" in passes and "= sdpa_flash_backward(" in passes and "bmm(" not in passes
 
 
@@ -86,7 +86,7 @@ def test_three_adamw_steps_on_the_device_match_cpu_eager_to_1e_5():
             o.step()
     for p, q in zip(model.parameters(), ref.parameters()):
         torch.testing.assert_close(p.detach().cpu(), q.detach(), rtol=1e-5, atol=1e-5)
-    runs = {r["kind"]: r["runs"] for r in compile_log.snapshot()}
+    runs = {r.kind: r.runs for r in compile_log.snapshot()}
     assert runs == {"forward": 3, "backward": 3}
 
 
@@ -98,9 +98,9 @@ def test_each_graph_is_one_launch_on_the_clocks_and_one_placement_entry():
     compiled(x)
     assert clocks.snapshot().launches - before == 1
     snap = placement_log.snapshot()
-    name = "graph:" + compile_log.snapshot()[0]["graph_name"]
+    name = "graph:" + compile_log.snapshot()[0].graph_name
     assert snap[name].category == "native" and snap[name].calls == 2
-    assert snap[name].device_s == pytest.approx(2 * compile_log.snapshot()[0]["modeled_device_s"])
+    assert snap[name].device_s == pytest.approx(2 * compile_log.snapshot()[0].modeled_device_s)
 
 
 def test_compile_log_record_has_the_public_fields_and_counts_runs():
@@ -109,15 +109,15 @@ def test_compile_log_record_has_the_public_fields_and_counts_runs():
     compiled(x).sum().backward()
     compiled(x)
     fw, bw = compile_log.snapshot()
-    assert (fw["graph_name"], fw["model_name"], fw["kind"]) == ("tiny_forward_0", "tiny", "forward")
-    assert bw["kind"] == "backward" and bw["graph_name"] == "tiny_backward_0"
-    assert "f32[4,16]" in fw["input_signature"] and "f32[32,16]" in fw["input_signature"]
-    assert set(fw["stage_us"]) == {"capture", "aot", "lower", "passes", "codegen", "cache_write"}
-    assert fw["cache_result"] == "miss" and fw["has_collectives"] is False
-    assert fw["effective_options"] == {"model_name": "effective", "opt_level": "accepted, no effect"}
-    assert fw["runs"] == 2 and bw["runs"] == 1 and fw["warm_s"] > 0
-    assert fw["compile_s"] == pytest.approx(sum(fw["stage_us"].values()) / 1e6)
-    assert len(fw["graph_id"]) == 32 and fw["ir_node_count"] > 0 and fw["modeled_peak_bytes"] > 0
+    assert (fw.graph_name, fw.model_name, fw.kind) == ("tiny_forward_0", "tiny", "forward")
+    assert bw.kind == "backward" and bw.graph_name == "tiny_backward_0"
+    assert "f32[4,16]" in fw.input_signature and "f32[32,16]" in fw.input_signature
+    assert set(fw.stage_us) == {"capture", "aot", "lower", "passes", "codegen", "cache_write"}
+    assert fw.cache_result == "miss" and fw.has_collectives is False
+    assert fw.effective_options == {"model_name": "effective", "opt_level": "accepted, no effect"}
+    assert fw.runs == 2 and bw.runs == 1 and fw.warm_s > 0
+    assert fw.compile_s == pytest.approx(sum(fw.stage_us.values()) / 1e6)
+    assert len(fw.graph_id) == 32 and fw.ir_node_count > 0 and fw.modeled_peak_bytes > 0
     metrics = torch.neuron.get_dynamo_metrics()
     assert [m["graph_name"] for m in metrics] == ["tiny_forward_0", "tiny_backward_0"]
     assert {"graph_id", "graph_node_count", "has_collectives", "timestamp", "lowering_time_us"} <= set(metrics[0])
@@ -216,7 +216,7 @@ def test_int64_token_ids_are_downcast_and_an_embedding_still_matches_eager():
 def test_torch_compile_with_backend_neuron_is_explained_by_its_module_name():
     compiled = torch.compile(mlp(), backend="neuron")
     compiled(torch.randn(4, 16)).sum().backward()
-    assert [r["model_name"] for r in compile_log.snapshot()] == ["Sequential", "Sequential"]
+    assert [r.model_name for r in compile_log.snapshot()] == ["Sequential", "Sequential"]
     assert "TensorE" in explain(compiled).stages["schedule"]
     assert list(shape_log.snapshot()["Sequential"].signatures) == ["f32[4,16]"]
 
@@ -230,7 +230,7 @@ def test_a_running_graph_reserves_its_planned_scratch_memory_on_the_device():
     compiled = trn_notebook.compile(chain)
     x = torch.randn(256, 256, device="neuron")
     compiled(x)
-    exe_scratch = compile_log.snapshot()[0]["modeled_peak_bytes"]
+    exe_scratch = compile_log.snapshot()[0].modeled_peak_bytes
     torch.neuron.reset_peak_memory_stats()
     base = allocator.counters.allocated
     compiled(x)

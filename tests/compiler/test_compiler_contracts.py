@@ -65,7 +65,7 @@ def test_without_fullgraph_each_piece_compiles_and_the_break_is_recorded(capsys)
     assert out.tolist() == [3.0, 3.0] and "halfway" in capsys.readouterr().out
     records = compile_log.snapshot()
     assert len(records) == 2
-    (brk,) = records[0]["graph_breaks"]
+    (brk,) = records[0].graph_breaks
     assert "print" in brk["reason"].lower() or "builtin" in brk["reason"].lower()
     assert "test_compiler_contracts.py:" in brk["source"]
 
@@ -75,9 +75,9 @@ def test_options_with_a_wrong_type_raise_and_unknown_ones_are_accepted_without_e
         trn_notebook.compile(double, options={"model_name": 3})
     trn_notebook.compile(double, options={"model_name": "m", "enable_bf16": True})(torch.ones(2))
     (rec,) = compile_log.snapshot()
-    assert rec["requested_options"] == {"model_name": "m", "enable_bf16": True}
-    assert rec["effective_options"] == {"model_name": "effective", "enable_bf16": "accepted, no effect"}
-    assert rec["graph_name"] == "m_inference_0"
+    assert rec.requested_options == {"model_name": "m", "enable_bf16": True}
+    assert rec.effective_options == {"model_name": "effective", "enable_bf16": "accepted, no effect"}
+    assert rec.graph_name == "m_inference_0"
 
 
 def uses_cumprod(x):
@@ -88,7 +88,7 @@ def test_compile_failure_raises_by_default_naming_the_op_and_the_way_out():
     with pytest.raises(Exception, match=r"no lowering for aten\.cumprod.*fallback_execution"):
         trn_notebook.compile(uses_cumprod)(torch.arange(1.0, 5.0))
     (rec,) = compile_log.snapshot()
-    assert "cumprod" in rec["error"] and rec["cache_result"] == "miss"
+    assert "cumprod" in rec.error and rec.cache_result == "miss"
 
 
 @pytest.mark.parametrize("how", ["option", "env"])
@@ -104,7 +104,7 @@ def test_fallback_execution_runs_the_graph_eagerly_with_a_warning(how):
         out = compiled(x)
     torch.testing.assert_close(out, uses_cumprod(x))
     (rec,) = compile_log.snapshot()
-    assert rec["fallback"] is True
+    assert rec.fallback is True
     with warnings.catch_warnings():
         warnings.simplefilter("error", NeuronCompileFallbackWarning)
         torch.testing.assert_close(compiled(x), uses_cumprod(x))  # no second warning, no recompile

@@ -48,7 +48,7 @@ def test_constants_buffers_compile_and_match_cpu():
             torch.testing.assert_close(grads[name], g, rtol=1e-5, atol=1e-6, msg=name)
     from trn_notebook.compiler import compile_log
 
-    assert not [r for r in compile_log.snapshot() if r.get("error")]
+    assert not [r for r in compile_log.snapshot() if r.error]
 
 
 def test_lift_constants_makes_trailing_inputs():

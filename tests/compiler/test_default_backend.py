@@ -67,7 +67,7 @@ def test_default_torch_compile_on_neuron_runs_our_compiler_and_equals_cpu(monkey
     torch.testing.assert_close(got.detach().cpu(), want.detach(), rtol=1e-5, atol=1e-6)
     for p, q in zip(model.parameters(), ref.parameters()):
         torch.testing.assert_close(p.grad.cpu(), q.grad, rtol=1e-4, atol=1e-5)
-    assert {r["kind"] for r in compile_log.snapshot()} >= {"forward", "backward"}  # the neuron compiler ran
+    assert {r.kind for r in compile_log.snapshot()} >= {"forward", "backward"}  # the neuron compiler ran
     with warnings.catch_warnings():
         warnings.simplefilter("error", routing.DefaultBackendNote)  # once per process
         torch.compile(lambda x: x * 2)(torch.ones(3, device="neuron"))

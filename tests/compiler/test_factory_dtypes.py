@@ -32,7 +32,7 @@ def test_python_typed_factories_reload_from_disk_and_match_cpu():
     torch._dynamo.reset()
     backend.clear_memory_cache()  # a new process: only the disk cache is left
     second = _compiled_run(x.to("neuron"))
-    assert [r["cache_result"] for r in compile_log.snapshot()] == ["miss", "disk hit"]
+    assert [r.cache_result for r in compile_log.snapshot()] == ["miss", "disk hit"]
     for got in (first, second):
         for g, e in zip(got, expected, strict=True):
             assert g.dtype == e.dtype and torch.equal(g, e), (g, e)

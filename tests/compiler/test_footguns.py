@@ -23,8 +23,8 @@ def test_a_new_length_compiles_a_new_graph_and_says_why():
     compiled(torch.randn(2, 3))  # same shape: no recompile
     compiled(torch.randn(2, 5))
     first, second = compile_log.snapshot()
-    assert first["input_signature"] == ["f32[2,3]"] and second["input_signature"] == ["f32[2,5]"]
-    assert any("size mismatch at index 1. expected 3, actual 5" in r for r in second["recompile_reasons"])
+    assert first.input_signature == ["f32[2,3]"] and second.input_signature == ["f32[2,5]"]
+    assert any("size mismatch at index 1. expected 3, actual 5" in r for r in second.recompile_reasons)
 
 
 def test_a_python_int_is_baked_into_the_graph_as_a_constant():
@@ -37,7 +37,7 @@ def test_a_python_int_is_baked_into_the_graph_as_a_constant():
     assert compiled(torch.ones(2), 3).tolist() == [3.0, 3.0]  # a different int: another graph
     records = compile_log.snapshot()
     assert len(records) == 2
-    assert any(r.startswith("n == 2") for r in records[1]["recompile_reasons"]), records[1]["recompile_reasons"]
+    assert any(r.startswith("n == 2") for r in records[1].recompile_reasons), records[1].recompile_reasons
 
 
 def chatty(x):
@@ -50,7 +50,7 @@ def test_a_print_splits_the_graph_and_breaks_fullgraph(capsys):
     assert trn_notebook.compile(chatty)(torch.ones(2)).tolist() == [4.0, 4.0]
     assert capsys.readouterr().out.count("y computed") == 1
     records = compile_log.snapshot()
-    assert len(records) == 2 and records[0]["graph_breaks"]
+    assert len(records) == 2 and records[0].graph_breaks
     with pytest.raises(GraphBreakError, match="test_footguns.py"):
         trn_notebook.compile(chatty, fullgraph=True)(torch.ones(2))
 
@@ -67,7 +67,7 @@ def test_item_breaks_the_graph_and_syncs_unless_fullgraph_captures_it():
     assert out.cpu().tolist() == [0.25, 0.75]
     records = compile_log.snapshot()
     assert len(records) == 2
-    assert "item" in records[0]["graph_breaks"][0]["reason"].lower()
+    assert "item" in records[0].graph_breaks[0]["reason"].lower()
     # with fullgraph=True dynamo keeps the scalar as a 0-d tensor inside one graph instead (no host sync)
     compile_log.reset()
     before = clocks.snapshot().sync_points
@@ -75,4 +75,4 @@ def test_item_breaks_the_graph_and_syncs_unless_fullgraph_captures_it():
     assert clocks.snapshot().sync_points == before
     assert out.cpu().tolist() == [0.25, 0.75]
     (record,) = compile_log.snapshot()
-    assert record["graph_breaks"] == []
+    assert record.graph_breaks == []

@@ -46,10 +46,10 @@ def _tuner_reads_compiled_schedules_and_measured_compile_times(runner) -> None:
     result = tune("pow2:4-64", lengths, measured=runner)
     launch = costmodel.get_cost_constants().graph_launch_s
     for b, graphs in runner.compiled_buckets.items():
-        assert result.bucket_latency_s[b] == pytest.approx(launch + sum(g["modeled_device_s"] for g in graphs))
+        assert result.bucket_latency_s[b] == pytest.approx(launch + sum(g.modeled_device_s for g in graphs))
     assert "compiled schedule for buckets 4, 8, 16, 32, 64" in result.latency_source
     modeled = sum(compile_time.record_compile_s(g) for graphs in runner.compiled_buckets.values() for g in graphs)
-    measured = sum(g["compile_s"] for graphs in runner.compiled_buckets.values() for g in graphs)
+    measured = sum(g.compile_s for graphs in runner.compiled_buckets.values() for g in graphs)
     # cold compile is the modeled Neuron compile, never this laptop's compile wall time
     assert result.cold_compile_s == result.modeled_neuron_compile_s == pytest.approx(modeled) and modeled > 0
     assert result.cold_compile_s != pytest.approx(measured)
@@ -79,12 +79,12 @@ def test_the_tuner_prices_a_policy_the_same_on_a_cold_and_a_warm_cache(fresh_com
     cold_runner = bucketed(head, dims={"input_ids": 1}, policy="pow2:4-64")
     user_cache.warmup(cold_runner, torch.ones(1, 5, dtype=torch.long), progress=False)
     cold = tune("pow2:4-64", lengths, measured=cold_runner)
-    assert {g["cache_result"] for gs in cold_runner.compiled_buckets.values() for g in gs} == {"miss"}
+    assert {g.cache_result for gs in cold_runner.compiled_buckets.values() for g in gs} == {"miss"}
     torch._dynamo.reset()  # a new session on the same disk cache
     clear_memory_cache()  # and without its in-memory compiled graphs
     warm_runner = bucketed(head, dims={"input_ids": 1}, policy="pow2:4-64")
     user_cache.warmup(warm_runner, torch.ones(1, 5, dtype=torch.long), progress=False)
-    assert {g["cache_result"] for gs in warm_runner.compiled_buckets.values() for g in gs} == {"disk hit"}
+    assert {g.cache_result for gs in warm_runner.compiled_buckets.values() for g in gs} == {"disk hit"}
     warm = tune("pow2:4-64", lengths, measured=warm_runner)
     assert warm.cold_compile_s == pytest.approx(cold.cold_compile_s) and warm.compile_source == cold.compile_source
     assert (warm.p50_s, warm.p99_s) == pytest.approx((cold.p50_s, cold.p99_s))

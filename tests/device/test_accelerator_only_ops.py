@@ -70,7 +70,7 @@ def test_lstm_and_gru_cells_compiled_by_the_neuron_compiler_equal_cpu(name, fres
 
     with torch._dynamo.config.patch(allow_rnn=True):  # dynamo traces the cell into the graph
         _run(name, compiled=True)
-    assert {r["kind"] for r in compile_log.snapshot()} >= {"forward", "backward"}
+    assert {r.kind for r in compile_log.snapshot()} >= {"forward", "backward"}
 
 
 def test_an_accelerator_only_op_without_a_record_is_refused_by_name():

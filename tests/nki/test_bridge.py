@@ -93,7 +93,7 @@ def test_kernel_call_survives_the_disk_cache(fresh_compiler, tmp_path):
         second = torch.compile(rms_twice, fullgraph=True, backend="neuron")(x.to("neuron"), w.to("neuron"))
     torch.testing.assert_close(first.cpu(), want, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(second.cpu(), want, rtol=1e-5, atol=1e-5)
-    assert compile_log.snapshot()[-1]["cache_result"] == "disk hit"
+    assert compile_log.snapshot()[-1].cache_result == "disk hit"
 
 
 def test_mutating_kernel_writes_its_argument_in_place(fresh_device):

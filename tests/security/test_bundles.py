@@ -50,7 +50,7 @@ def rewrite(path: Path, change, rehash: bool = True) -> None:
 def test_a_trusted_bundle_serves_disk_hits_in_another_users_cache(bundle, other_user):
     summary = user_cache.import_(bundle, trust=True)
     assert summary.entries == 1 and summary.already_present == 0
-    assert compile_f()["cache_result"] == "disk hit"  # correct values checked inside
+    assert compile_f().cache_result == "disk hit"  # correct values checked inside
     (entry,) = user_cache.cache_entries()
     assert entry["authenticated"] and re.fullmatch(r"\w+_inference_\d+", entry["graph_name"])
     assert json.loads(bundle.read_text())["sha256"] == summary.sha256  # the bundle was only read
@@ -82,7 +82,7 @@ def test_a_bad_bundle_is_refused_whole(bundle, other_user, change, rehash, match
     with pytest.raises(user_cache.BundleError, match=match):
         user_cache.import_(bundle, trust=True)
     assert not other_user.exists() or user_cache.cache_entries() == []
-    assert compile_f()["cache_result"] == "miss"
+    assert compile_f().cache_result == "miss"
 
 
 def _softmax_kernel_op():
@@ -112,7 +112,7 @@ def _compile_kernel_graph() -> str:
     with torch.no_grad():
         out = trn_notebook.compile(with_kernel)(x.to("neuron"))
     torch.testing.assert_close(out.cpu(), torch.softmax(x, -1) * 2, rtol=1e-5, atol=1e-5)
-    return compile_log.snapshot()[-1]["graph_name"]
+    return compile_log.snapshot()[-1].graph_name
 
 
 def test_a_graph_calling_a_custom_kernel_is_left_out_with_a_warning_and_the_rest_imports(
@@ -132,7 +132,7 @@ def test_a_graph_calling_a_custom_kernel_is_left_out_with_a_warning_and_the_rest
     assert summary.entries == 1 and summary.left_out == (graph,) and graph in str(summary)
     assert "kernel_call" not in Path(summary.path).read_text()
     assert user_cache.import_(summary.path, trust=True).entries == 1
-    assert compile_f()["cache_result"] == "disk hit"
+    assert compile_f().cache_result == "disk hit"
 
     # a bundle that carries such a graph anyway (made before this rule): that entry is skipped by name
     def add_kernel_entry(b):

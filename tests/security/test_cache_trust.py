@@ -35,7 +35,7 @@ def plant(d: Path, key: str, record: dict, text: str) -> None:
 
 def hostile_entry(sec_cache: Path) -> tuple[str, dict, str]:
     """Key, metadata and an IR text that computes -100x+1 instead of 3x+1."""
-    key = compile_f()["graph_id"]
+    key = compile_f().graph_id
     record = json.loads((sec_cache / f"{key}.json").read_text())
     text = (sec_cache / f"{key}.ir").read_text()
     assert "mul(%arg0_1, 3)" in text
@@ -81,7 +81,7 @@ def test_clear_through_the_magic_library_and_the_widget_is_refused_too(tmp_path,
 
 
 def test_clear_in_our_cache_deletes_only_our_entries(sec_cache):
-    key = compile_f()["graph_id"]
+    key = compile_f().graph_id
     user_files = {
         "notes.json": "{}",
         "model.ir": "graph user",
@@ -131,8 +131,8 @@ def test_a_planted_entry_with_a_recomputed_checksum_is_not_served(sec_cache):
     plant(sec_cache, key, {k: v for k, v in record.items() if k != "hmac"}, text)
     with pytest.warns(cache.CacheCorruptWarning, match="HMAC does not verify"):
         rec = compile_f()  # compares with CPU: -99 would fail here
-    assert rec["cache_result"] == "miss"
-    assert compile_f()["cache_result"] == "disk hit"  # our own rewrite is trusted again
+    assert rec.cache_result == "miss"
+    assert compile_f().cache_result == "disk hit"  # our own rewrite is trusted again
 
 
 def test_an_entry_signed_with_another_users_key_is_not_served(tmp_path, sec_cache):
@@ -143,7 +143,7 @@ def test_an_entry_signed_with_another_users_key_is_not_served(tmp_path, sec_cach
     trust._keys.clear()
     plant(sec_cache, key, signed, text)
     with pytest.warns(cache.CacheCorruptWarning, match="HMAC"):
-        assert compile_f()["cache_result"] == "miss"
+        assert compile_f().cache_result == "miss"
 
 
 def test_a_world_writable_directory_of_another_user_is_refused_on_load(tmp_path, sec_cache, give_away):
@@ -156,7 +156,7 @@ def test_a_world_writable_directory_of_another_user_is_refused_on_load(tmp_path,
     give_away(shared)
     warns = pytest.warns(cache.CacheUntrustedWarning, match="owned by uid|writable by other users")
     with override(cache_dir=str(shared)), warns:
-        assert compile_f()["cache_result"] == "miss"
+        assert compile_f().cache_result == "miss"
     assert (shared / f"{key}.ir").read_text() == text  # refused, not deleted
 
 
@@ -170,7 +170,7 @@ def test_a_group_or_world_writable_directory_of_ours_is_refused_and_not_chmodded
     os.chmod(shared, mode)
     warns = pytest.warns(cache.CacheUntrustedWarning, match="writable by (your group|other users)")
     with override(cache_dir=str(shared)), warns:
-        assert compile_f()["cache_result"] == "miss"
+        assert compile_f().cache_result == "miss"
     assert stat.S_IMODE(shared.stat().st_mode) == mode
 
 
@@ -179,7 +179,7 @@ def test_a_writable_file_in_our_directory_is_refused(sec_cache):
     plant(sec_cache, key, cache.signed_record(key, text, {}), text)
     os.chmod(sec_cache / f"{key}.ir", 0o666)
     with pytest.warns(cache.CacheUntrustedWarning, match="writable by other users"):
-        assert compile_f()["cache_result"] == "miss"
+        assert compile_f().cache_result == "miss"
     assert cache.load(key) is not None  # the rewrite replaced the file with a private one of ours
 
 
@@ -191,4 +191,4 @@ def test_a_key_file_others_can_read_is_refused(tmp_path, sec_cache):
     os.chmod(key_file, 0o644)
     trust._keys.clear()
     with pytest.warns(cache.CacheUntrustedWarning, match="readable by other users"):
-        assert compile_f()["cache_result"] == "miss"
+        assert compile_f().cache_result == "miss"

@@ -45,14 +45,14 @@ BROKEN = {
 
 @pytest.mark.parametrize("damage", list(BROKEN), ids=list(BROKEN))
 def test_an_authentic_entry_that_cannot_run_is_discarded_and_recompiled(sec_cache, damage):
-    key = compile_f()["graph_id"]
+    key = compile_f().graph_id
     text = (sec_cache / f"{key}.ir").read_text()
     broken = BROKEN[damage](text)
     assert broken != text
     resign(sec_cache, key, broken)
     with pytest.warns(cache.CacheCorruptWarning, match=f"{key}.*discarded"):
-        assert compile_f()["cache_result"] == "miss"
-    assert compile_f()["cache_result"] == "disk hit"  # the rewrite serves every later call
+        assert compile_f().cache_result == "miss"
+    assert compile_f().cache_result == "disk hit"  # the rewrite serves every later call
 
 
 def test_nesting_beyond_the_limit_is_an_ir_error_not_a_recursion_error():
@@ -95,22 +95,22 @@ def _compile_in_thread() -> tuple[threading.Thread, list]:
 
 
 def test_a_fifo_in_place_of_an_entry_does_not_block_the_compile(sec_cache):
-    key = compile_f()["graph_id"]
+    key = compile_f().graph_id
     for suffix in (".json", ".ir"):
         (sec_cache / f"{key}{suffix}").unlink()
     os.mkfifo(sec_cache / f"{key}.json")
     with pytest.warns(cache.CacheCorruptWarning, match="not a regular file"):
         t, result = _compile_in_thread()
-    assert not t.is_alive() and result[0]["cache_result"] == "miss"
+    assert not t.is_alive() and result[0].cache_result == "miss"
 
 
 def test_a_link_to_dev_zero_is_not_read(sec_cache):
-    key = compile_f()["graph_id"]
+    key = compile_f().graph_id
     (sec_cache / f"{key}.ir").unlink()
     os.symlink("/dev/zero", sec_cache / f"{key}.ir")
     with pytest.warns(cache.CacheCorruptWarning, match="symbolic link"):
         t, result = _compile_in_thread()
-    assert not t.is_alive() and result[0]["cache_result"] == "miss"
+    assert not t.is_alive() and result[0].cache_result == "miss"
     assert not (sec_cache / f"{key}.ir").is_symlink()
 
 
@@ -120,7 +120,7 @@ def test_an_oversized_entry_is_refused_by_size(sec_cache, monkeypatch):
     compile_f()
     monkeypatch.setattr(trust, "MAX_ENTRY_BYTES", 64)
     with pytest.warns(cache.CacheCorruptWarning, match="above the limit of 64"):
-        assert compile_f()["cache_result"] == "miss"
+        assert compile_f().cache_result == "miss"
 
 
 def test_an_interrupt_during_compile_leaves_garbage_collection_on(sec_cache, monkeypatch):

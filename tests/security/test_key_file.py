@@ -51,7 +51,7 @@ def test_a_bad_key_file_is_reported_and_costs_no_entry(tmp_path, sec_cache, kind
     _plant(kind, key_file, tmp_path)
     trust._keys.clear()
     with pytest.warns(cache.CacheUntrustedWarning, match=f"(?s)cache key.*({match}).*delete .* a new key is made"):
-        assert compile_f()["cache_result"] == "miss"  # the compile goes on, correct (checked inside)
+        assert compile_f().cache_result == "miss"  # the compile goes on, correct (checked inside)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         compile_f()  # again: still no exception, still nothing deleted
@@ -64,7 +64,7 @@ def test_a_bad_key_file_is_reported_and_costs_no_entry(tmp_path, sec_cache, kind
     key_file.write_bytes(saved)
     os.chmod(key_file, 0o600)
     trust._keys.clear()
-    assert compile_f()["cache_result"] == "disk hit"
+    assert compile_f().cache_result == "disk hit"
 
 
 def test_a_symlinked_key_is_never_read(tmp_path, sec_cache):

@@ -57,7 +57,7 @@ def test_trusted_ir_cannot_reach_memory_outside_its_tensors(bundle, other_user, 
     _with_ir(bundle, body)
     with pytest.raises(user_cache.BundleError, match="entry 0 is unusable"):
         user_cache.import_(bundle, trust=True)
-    assert compile_f()["cache_result"] == "miss"  # compiled here, correct (checked inside)
+    assert compile_f().cache_result == "miss"  # compiled here, correct (checked inside)
 
 
 @pytest.mark.parametrize("name", ["inductor._reinterpret_tensor.default", "aten.add.Tensor", "quantized.add.default"])
@@ -71,7 +71,7 @@ def test_a_trusted_bundle_never_replaces_a_graph_you_compiled(bundle, sec_cache)
     _with_ir(bundle, "  %v0: f32[4] = mul(%arg0_1, 5)\n  return (%v0)")
     summary = user_cache.import_(bundle, trust=True)
     assert summary.already_present == 1 and summary.entries == 0
-    assert compile_f()["cache_result"] == "disk hit"
+    assert compile_f().cache_result == "disk hit"
     torch.testing.assert_close(user_cache_f(), f(X))
 
 

@@ -96,7 +96,7 @@ def test_shapes_counts_the_graphs_that_exist_not_the_shapes_seen(fresh_compiler)
     limit = torch._dynamo.config.recompile_limit
     for n in range(1, limit + 7):
         torch.testing.assert_close(fn(torch.ones(n, 3, device="neuron")).cpu(), torch.full((n, 3), 3.0))
-    records = [r for r in compile_log.snapshot() if r["model_name"] == "scale_rows"]
+    records = [r for r in compile_log.snapshot() if r.model_name == "scale_rows"]
     result = session.shapes("scale_rows")
     assert result.shapes_seen() == limit + 6
     assert result.graphs("scale_rows") == len(records) == limit

@@ -96,7 +96,7 @@ def test_latency_and_cold_compile_come_from_this_sessions_compiles_and_say_so(ta
         and "compiled schedule for buckets 8, 16, 32, 128" in r["latency_source"]
     )
     launch = trn_notebook.device.costmodel.get_cost_constants().graph_launch_s
-    device_s = {b: sum(g["modeled_device_s"] for g in graphs) for b, graphs in target.compiled_buckets.items()}
+    device_s = {b: sum(g.modeled_device_s for g in graphs) for b, graphs in target.compiled_buckets.items()}
     # p99 of four requests, one per bucket: the slowest bucket's own graph, launch included
     assert r["p99_s"] == pytest.approx(launch + max(device_s.values()))
     assert "cold compile from: modeled Neuron compile" in view.fallback_text()

@@ -188,11 +188,11 @@ def test_cache_view_rows_follow_the_compile_log(compile_cache: Any) -> None:
     model(torch.ones(6, 8, device="neuron"))  # a new shape: a recompile
     view = CacheView()
     log = compile_cache.compile_log.snapshot()
-    assert [g["graph_id"] for g in view.graphs] == [e["graph_id"] for e in log]
+    assert [g["graph_id"] for g in view.graphs] == [e.graph_id for e in log]
     assert view.totals["graphs"] == len(log) >= 2
-    assert view.totals["cold_s"] == pytest.approx(sum(e["compile_s"] for e in log))
-    assert view.totals["results"].get("miss", 0) == sum(e["cache_result"] == "miss" for e in log)
-    assert view.graphs[0]["stage_us"] == {k: pytest.approx(v) for k, v in log[0]["stage_us"].items()}
+    assert view.totals["cold_s"] == pytest.approx(sum(e.compile_s for e in log))
+    assert view.totals["results"].get("miss", 0) == sum(e.cache_result == "miss" for e in log)
+    assert view.graphs[0]["stage_us"] == {k: pytest.approx(v) for k, v in log[0].stage_us.items()}
     assert any(g["recompile_reasons"] for g in view.graphs)
     assert view.disk_entries == len(compile_cache.disk_cache.cache_entries()) > 0
 

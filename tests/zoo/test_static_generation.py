@@ -40,10 +40,10 @@ def test_static_cache_decoding_is_one_graph_reported_and_cached():
         got = _generate(dev, ids.to("neuron"), new, **static)
         assert torch.equal(got, _generate(cpu, ids, new)), "compiled static-cache tokens differ from CPU eager"
     records = compile_log.snapshot()
-    assert len(records) == 1, [r["graph_name"] for r in records]  # the decode step; prefill runs eagerly
+    assert len(records) == 1, [r.graph_name for r in records]  # the decode step; prefill runs eagerly
     (rec,) = records
-    assert rec["model_name"] == "LlamaForCausalLM" and rec["cache_result"] == "miss"
-    assert rec["runs"] == (4 - 1) + (6 - 1) + (3 - 1)  # one launch per decoded token after the first
+    assert rec.model_name == "LlamaForCausalLM" and rec.cache_result == "miss"
+    assert rec.runs == (4 - 1) + (6 - 1) + (3 - 1)  # one launch per decoded token after the first
     shapes = shape_log.snapshot()["LlamaForCausalLM"]
     assert len(shapes.signatures) == 1 and sum(shapes.signatures.values()) == 1
 
@@ -51,7 +51,7 @@ def test_static_cache_decoding_is_one_graph_reported_and_cached():
     dev2 = copy.deepcopy(cpu).to("neuron")
     _generate(dev2, prompts[0].to("neuron"), 4, **static)
     again = compile_log.snapshot()[1:]
-    assert [r["cache_result"] for r in again] == ["memory hit"], [r["graph_id"] for r in again]
+    assert [r.cache_result for r in again] == ["memory hit"], [r.graph_id for r in again]
 
     from trn_notebook.compiler import backend
 
@@ -60,4 +60,4 @@ def test_static_cache_decoding_is_one_graph_reported_and_cached():
     dev3 = copy.deepcopy(cpu).to("neuron")
     got = _generate(dev3, prompts[1].to("neuron"), 6, **static)
     assert torch.equal(got, _generate(cpu, prompts[1], 6))
-    assert compile_log.snapshot()[-1]["cache_result"] == "disk hit", compile_log.snapshot()[-1]
+    assert compile_log.snapshot()[-1].cache_result == "disk hit", compile_log.snapshot()[-1]

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from ..compiler.compile_log import CompileSummary
+    from ..compiler.compile_log import CompileRecord, CompileSummary
     from ..device.allocator import MemorySnapshot
 
 NOT_MEASURED = "not measured"  # a figure the live backend does not measure (e.g. per-op cost on hardware)
@@ -233,8 +233,9 @@ class Backend(Protocol):
         """Wait for the device queue to drain."""
         ...
 
-    def compile_records(self) -> list[dict[str, Any]]:
-        """One dict per compiled graph (``get_dynamo_metrics`` fields at least)."""
+    def compile_records(self) -> list[CompileRecord]:
+        """One typed record per compiled graph (on hardware built from ``get_dynamo_metrics``; the fields it
+        does not carry are empty or None)."""
         ...
 
     def compile_version(self) -> Hashable | None:

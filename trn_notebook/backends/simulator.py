@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from .base import CATEGORY_NAMES, OpPlacement, Placement
 
 if TYPE_CHECKING:
+    from ..compiler.compile_log import CompileRecord
     from ..device.allocator import MemorySnapshot
     from ..device.placement import PlacementEntry
 
@@ -101,7 +102,7 @@ class SimulatorBackend:
 
         synchronize()
 
-    def compile_records(self) -> list[dict[str, Any]]:
+    def compile_records(self) -> list[CompileRecord]:
         """The compiler's compile log (empty when the compiler was never loaded)."""
         compiler = _compiler()
         return [] if compiler is None else list(compiler.compile_log.snapshot())

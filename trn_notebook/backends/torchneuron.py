@@ -20,10 +20,10 @@ import torch
 from .base import NA, OpPlacement, Placement, SimulatorOnlyError, simulator_only
 
 if TYPE_CHECKING:
+    from ..compiler.compile_log import CompileRecord
     from ..device.allocator import MemorySnapshot
 
 DEFAULT_NEFF_CACHE = "/tmp/neff_cache"
-_US_FIELDS = ("fx_passes_us", "lowering_us", "compile_us")
 MAX_CACHE_ENTRIES = 2_000  # NEFF cache entries listed (the directory can be large on a shared instance)
 # MemoryCounters field -> torch.neuron.memory_stats() key (CUDA-style names, as TorchNeuron documents them)
 _STAT_KEYS = {
@@ -136,15 +136,12 @@ class TorchNeuronBackend:
         """See :meth:`Backend.compile_summary`: TorchNeuron's dynamo metrics do not say whether the NEFF cache hit."""
         return None
 
-    def compile_records(self) -> list[dict[str, Any]]:
-        """``torch.neuron.get_dynamo_metrics()``, each with ``compile_s`` summed from its microsecond fields."""
-        records = []
-        for metric in _device_module().get_dynamo_metrics():
-            record = dict(metric)
-            spent = [float(record[k]) for k in _US_FIELDS if isinstance(record.get(k), int | float)]
-            record.setdefault("compile_s", sum(spent) / 1e6 if spent else None)
-            records.append(record)
-        return records
+    def compile_records(self) -> list[CompileRecord]:
+        """``torch.neuron.get_dynamo_metrics()`` as compile records (:meth:`CompileRecord.from_metric`: compile
+        seconds summed from the microsecond fields; no cache result, the metrics do not say)."""
+        from ..compiler.compile_log import CompileRecord
+
+        return [CompileRecord.from_metric(m) for m in _device_module().get_dynamo_metrics()]
 
     def cache_dir(self) -> Path | None:
         """``TORCH_NEURONX_NEFF_CACHE_DIR`` (default ``/tmp/neff_cache``), None when the cache is disabled."""

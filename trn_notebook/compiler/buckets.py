@@ -31,7 +31,7 @@ import torch.nn.functional as F
 
 from ..presentation import fmt_compile
 from . import disk_cache
-from .compile_log import CompileSummary, LiveRecord, compile_log
+from .compile_log import CompileRecord, CompileSummary, LiveRecord, compile_log
 from .shape_log import shape_log
 
 MAX_BUCKETS = 4096  # one compiled graph each; enough to model "one compile per length" on real length data
@@ -179,8 +179,8 @@ class BucketedCallable:
         backend = functools.partial(neuron_backend, callable_name=self.name)
         self._compiled = torch.compile(fn, backend=backend, dynamic=False)
         self.last_call: dict[str, Any] | None = None  # argument -> (shape, dtype, device) or value
-        # bucket -> facts of the graphs compiled for it: kind, modeled_device_s (its schedule), compile_s, cache_result
-        self.compiled_buckets: dict[int, list[dict[str, Any]]] = {}
+        # bucket -> the compile records of the graphs compiled for it (frozen at the call that compiled them)
+        self.compiled_buckets: dict[int, list[CompileRecord]] = {}
         self.policy = policy  # type: ignore[assignment]
 
     @property
@@ -255,10 +255,7 @@ class BucketedCallable:
             if r is last:
                 break
             if r.model_name == self.name and r.error is None:
-                keep = ("kind", "modeled_device_s", "compile_s", "cache_result", "graph_name")
-                new.append(
-                    {k: getattr(r, k) for k in keep} | {"neuron_instructions": r.extra.get("neuron_instructions")}
-                )
+                new.append(CompileRecord.from_live(r))
         if new:
             self.compiled_buckets[bucket] = list(reversed(new))
 

@@ -3,8 +3,9 @@
 The live records are typed :class:`LiveRecord` objects the backend fills while it compiles; runs are
 counted by :meth:`CompileLog.record_run` under the log's lock. :meth:`CompileLog.snapshot` returns frozen
 :class:`CompileRecord` copies, newest last, each built once per change of its record (a status refresh
-or a view reading the log after a warm call copies only the record that ran). A frozen record is also
-readable as a mapping (``r["graph_name"]``, ``r.get(...)``) for readers written before the types.
+or a view reading the log after a warm call copies only the record that ran). Readers use its
+attributes; keys other modules added to a live record are in ``extra``. On TorchNeuron the read layer
+builds the same records from ``get_dynamo_metrics()`` (:meth:`CompileRecord.from_metric`).
 ``torch.neuron.get_dynamo_metrics()`` is a view of this log with TorchNeuron's field names.
 """
 
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -66,7 +67,7 @@ class LiveRecord:
 
 
 @dataclass(frozen=True)
-class CompileRecord(Mapping[str, Any]):
+class CompileRecord:
     """One compiled graph at snapshot time: identity, stage times (µs), cache result, modeled cost, runs."""
 
     graph_id: str
@@ -78,8 +79,8 @@ class CompileRecord(Mapping[str, Any]):
     timestamp: float
     input_signature: list[str]
     stage_us: dict[str, float]
-    compile_s: float
-    cache_result: CacheResult
+    compile_s: float | None  # None: the backend does not say (a TorchNeuron metric without stage times)
+    cache_result: CacheResult | None  # None: the backend does not say (TorchNeuron's metrics)
     fused_kernels: int
     ir_node_count: int
     modeled_device_s: float
@@ -105,35 +106,38 @@ class CompileRecord(Mapping[str, Any]):
             r.warm_s, r.error, r.fallback, dict(r.extra),
         )  # fmt: skip
 
+    @classmethod
+    def from_metric(cls, metric: Mapping[str, Any]) -> CompileRecord:
+        """A record from one of TorchNeuron's ``get_dynamo_metrics()`` dicts: the fields it carries, its
+        compile seconds summed from its microsecond stage fields (None without any); what it does not say
+        (cache result, modeled figures, runs) left empty. Other keys go to ``extra``. Never raises for
+        missing keys; raises ``TypeError``/``ValueError`` for a field of the wrong kind."""
+        spent = [float(metric[k]) for k in METRIC_US_FIELDS if isinstance(metric.get(k), int | float)]
+        compile_s = metric.get("compile_s")
+        if compile_s is None and spent:
+            compile_s = sum(spent) / 1e6
+        known = {"graph_id", "graph_name", "model_name", "kind", "graph_node_count", "has_collectives", "timestamp",
+                 "compile_s", "input_signature", *METRIC_US_FIELDS}  # fmt: skip
+        return cls(
+            str(metric.get("graph_id", "")), str(metric.get("graph_name", "")), str(metric.get("model_name", "")),
+            str(metric.get("kind", "")), int(metric.get("graph_node_count") or 0),
+            bool(metric.get("has_collectives", False)), float(metric.get("timestamp") or 0.0),
+            [str(x) for x in metric.get("input_signature") or []],
+            {k.removesuffix("_us"): float(metric[k]) for k in METRIC_US_FIELDS if isinstance(metric.get(k), int | float)},
+            None if compile_s is None else float(compile_s),
+            None, 0, 0, 0.0, 0, {}, {}, [], [], 0, 0.0,
+            extra={k: v for k, v in metric.items() if k not in known},
+        )  # fmt: skip
+
     @property
     def is_hit(self) -> bool:
         """True when the graph came from the memory or disk cache (:func:`cache_hit`)."""
         return cache_hit(self.cache_result) is True
 
-    def _keys(self) -> list[str]:
-        keys = list(FIELDS)
-        if self.error is not None:
-            keys.append("error")
-        if self.fallback:
-            keys.append("fallback")
-        return keys + list(self.extra)
-
-    def __getitem__(self, key: str) -> Any:
-        if key in self.extra:
-            return self.extra[key]
-        if key in FIELDS or (key == "error" and self.error is not None) or (key == "fallback" and self.fallback):
-            return getattr(self, key)
-        raise KeyError(key)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._keys())
-
-    def __len__(self) -> int:
-        return len(self._keys())
-
     __hash__ = None  # type: ignore[assignment]  # holds dicts; compare by value
 
 
+METRIC_US_FIELDS = ("fx_passes_us", "lowering_us", "compile_us")  # TorchNeuron's stage times (µs)
 HIT_RESULTS: tuple[CacheResult, ...] = ("memory hit", "disk hit")
 
 
@@ -185,14 +189,14 @@ class CompileSummary:
         for r in records:
             n += 1
             result: object
-            if isinstance(r, LiveRecord):
-                result, seconds = r.cache_result, r.compile_s
+            if isinstance(r, LiveRecord | CompileRecord):
+                result, seconds = r.cache_result, float(r.compile_s or 0.0)
             else:
                 result, seconds = r.get("cache_result"), float(r.get("compile_s") or 0.0)
             total_s += seconds
             if result == "miss":
                 misses, miss_s = misses + 1, miss_s + seconds
-                m = record_compile_s(r.extra if isinstance(r, LiveRecord) else r)
+                m = record_compile_s(r.extra if isinstance(r, LiveRecord | CompileRecord) else r)
                 if m is not None:
                     modeled.append(m)
             elif result == "disk hit":

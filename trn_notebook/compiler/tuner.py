@@ -30,6 +30,7 @@ import numpy as np
 
 from ..device import costmodel
 from .buckets import MAX_BUCKETS, BucketPolicy
+from .compile_log import CompileRecord
 from .compile_time import DERIVED_FROM, record_compile_s
 
 COMPILE_S_PER_GRAPH = 150.0  # assumption: about 2.5 min per block per shape (torchneuron.md, "Compile times")
@@ -57,13 +58,10 @@ class TuneResult:
 
 
 def _device_s_per_bucket(
-    sizes: np.ndarray, facts: dict[int, list[dict[str, Any]]], per_position_s: float
+    sizes: np.ndarray, facts: dict[int, list[CompileRecord]], per_position_s: float
 ) -> tuple[np.ndarray, str]:
     """Modeled device seconds of each bucket's graph, and where the figures come from."""
-    known = {
-        b: sum(float(g["modeled_device_s"] or 0.0) for g in graphs if g.get("kind") != "backward")
-        for b, graphs in facts.items()
-    }
+    known = {b: sum(g.modeled_device_s for g in graphs if g.kind != "backward") for b, graphs in facts.items()}
     known = {b: v for b, v in known.items() if v > 0}
     if not known:
         return sizes.astype(np.float64) * per_position_s, (
@@ -137,7 +135,7 @@ def tune(
     total_padded = float((buckets * counts).sum())
     real = float((values * counts).sum())
     waste = 100.0 * (total_padded - real) / total_padded if total_padded else 0.0
-    facts: dict[int, list[dict[str, Any]]] = dict(getattr(measured, "compiled_buckets", None) or {})
+    facts: dict[int, list[CompileRecord]] = dict(getattr(measured, "compiled_buckets", None) or {})
     launch = costmodel.get_cost_constants().graph_launch_s
     device_s, latency_source = _device_s_per_bucket(sizes, facts, per_position_s)
     latency = launch + device_s[idx]
@@ -161,13 +159,13 @@ def tune(
     )
 
 
-def _neuron_compile(used: np.ndarray, facts: dict[int, list[dict[str, Any]]]) -> tuple[float | None, str]:
+def _neuron_compile(used: np.ndarray, facts: dict[int, list[CompileRecord]]) -> tuple[float | None, str]:
     """Modeled Neuron compile seconds of the used buckets' graphs from cold: a compiled bucket's graphs
     by their instruction count; other buckets in proportion to their length from the compiled ones."""
     counted = {
         b: sum(v for g in graphs if (v := record_compile_s(g)) is not None)
         for b, graphs in facts.items()
-        if any(g.get("neuron_instructions") is not None for g in graphs)
+        if any(g.extra.get("neuron_instructions") is not None for g in graphs)
     }
     if not counted:
         return None, "no compiled graph of this policy to count instructions from"

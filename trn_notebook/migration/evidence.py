@@ -12,7 +12,7 @@ import platform
 import statistics
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -20,6 +20,9 @@ from .. import backends
 from ..backends.base import NA
 from ..device.policy import policy
 from ..device.runtime import get_chip
+
+if TYPE_CHECKING:
+    from ..compiler.compile_log import CompileRecord
 
 NOT_MEASURED = "not measured in this session"
 
@@ -208,21 +211,21 @@ def _latency(dev_model: torch.nn.Module, inputs: tuple[Any, ...], runs: int, bat
     }
 
 
-def _compile_records() -> list[dict[str, Any]]:
+def _compile_records() -> list[CompileRecord]:
     return backends.current().compile_records()
 
 
-def _startup(records: list[dict[str, Any]]) -> dict[str, Any] | None:
+def _startup(records: list[CompileRecord]) -> dict[str, Any] | None:
     if not records:
         return None
     s = backends.current().compile_summary()  # TorchNeuron's metrics do not say hit or miss: None
-    warm = [r["warm_s"] for r in records if r.get("warm_s")]
+    warm = [r.warm_s for r in records if r.warm_s]
     return {
         "graphs": len(records),
         # None when every graph came from a cache: a cold compile did not happen here, so it is not 0 s
         "cold_compile_s": (s.miss_compile_s if s.misses else None)
         if s is not None
-        else sum(float(r.get("compile_s") or 0.0) for r in records),
+        else sum(float(r.compile_s or 0.0) for r in records),
         "disk_hit_compile_s": s.disk_hit_compile_s if s is not None else 0.0,
         # the Neuron compiler's modeled time for the same cold compiles (compiler/compile_time.py)
         "modeled_neuron_compile_s": s.modeled_neuron_s if s is not None and s.misses else None,
@@ -231,7 +234,7 @@ def _startup(records: list[dict[str, Any]]) -> dict[str, Any] | None:
         else f"cache hits {NA} (the backend's metrics do not say)",
         "warm_call_s": statistics.median(warm) if warm else None,
         "wall_label": "simulator on this host" if backends.current().is_simulator else "Trainium hardware",
-        "recompile_reasons": [reason for r in records for reason in r.get("recompile_reasons", [])][:5],
+        "recompile_reasons": [reason for r in records for reason in r.recompile_reasons][:5],
     }
 
 
@@ -246,10 +249,10 @@ def _custom_kernels() -> str:
     return ", ".join(f"{name} ({calls} calls)" for name, calls in ran)
 
 
-def _maintain(records: list[dict[str, Any]]) -> dict[str, Any]:
+def _maintain(records: list[CompileRecord]) -> dict[str, Any]:
     options: dict[str, str] = {}
     for r in records:
-        options.update({k: str(v) for k, v in (r.get("effective_options") or {}).items()})
+        options.update({k: str(v) for k, v in r.effective_options.items()})
     buckets: list[str] = []
     try:
         from ..compiler import shape_log

@@ -27,7 +27,7 @@ from ..results import Card, Result, Table, fmt_s
 from .cellfunc import VALUE_NAME, CellFunction, rewrite_cell
 
 if TYPE_CHECKING:
-    from ..compiler.compile_log import CompileSummary
+    from ..compiler.compile_log import CompileRecord, CompileSummary
 
 ProgressFn = Callable[[str, float, str], None]
 SourceFn = Callable[[str], str]
@@ -73,7 +73,7 @@ class CompileReport(Result):
     name: str
     params: tuple[str, ...]
     results: tuple[str, ...]
-    entries: list[dict[str, Any]]
+    entries: list[CompileRecord]
     reused: bool
     call_s: float
     cold_s: float
@@ -89,13 +89,13 @@ class CompileReport(Result):
         return [
             {"reason": str(b.get("reason", "")), "source": fmt(str(b.get("source", "")))}
             for e in self.entries
-            for b in e.get("graph_breaks", [])
+            for b in e.graph_breaks
         ]
 
     @property
     def recompile_reasons(self) -> list[str]:
         """Why the compiler compiled again (e.g. a guard on an input shape failed)."""
-        return [r for e in self.entries for r in e.get("recompile_reasons", [])]
+        return [r for e in self.entries for r in e.recompile_reasons]
 
     @property
     def cache_result(self) -> str:
@@ -118,7 +118,7 @@ class CompileReport(Result):
         total = self.summary.compile_s
         stages: dict[str, float] = {}
         for e in self.entries:
-            for k, us in (e.get("stage_us") or {}).items():
+            for k, us in e.stage_us.items():
                 stages[k] = stages.get(k, 0.0) + float(us) / 1e6
         shown = [f"{STAGE_LABELS.get(k, k)} {fmt_s(v)}" for k, v in stages.items() if v > 0]
         why = (
@@ -130,7 +130,7 @@ class CompileReport(Result):
     def parts(self) -> list[Result]:
         kinds: dict[str, int] = {}
         for e in self.entries:
-            kind = str(e.get("kind", e.get("graph_name", NA)))
+            kind = e.kind or e.graph_name or NA
             kinds[kind] = kinds.get(kind, 0) + 1
         graphs = ", ".join(f"{v} {k}" for k, v in kinds.items()) if kinds else "none (reused)"
         timing = (
@@ -195,11 +195,11 @@ def default_name(source: str) -> str:
     return "cell_" + hashlib.sha1(source.encode()).hexdigest()[:6]
 
 
-def _record_key(record: dict[str, Any]) -> tuple[Any, ...]:
-    return (record.get("graph_id"), record.get("kind"), record.get("timestamp"))
+def _record_key(record: CompileRecord) -> tuple[Any, ...]:
+    return (record.graph_id, record.kind, record.timestamp)
 
 
-def _compile_records() -> list[Any]:  # the live backend's records (CompileRecord or dicts), read as mappings
+def _compile_records() -> list[CompileRecord]:
     return backends.current().compile_records()
 
 

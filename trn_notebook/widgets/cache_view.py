@@ -8,7 +8,7 @@ and only when the front end confirmed (the view asks first); TorchNeuron's NEFF 
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import traitlets
 
@@ -17,6 +17,9 @@ from ..backends.base import NA
 from ..presentation import COMPILE_STAGES, fmt_compile, plural
 from . import _html
 from ._base import STATIC, TrnWidget
+
+if TYPE_CHECKING:
+    from ..compiler.compile_log import CompileRecord
 
 STAGES = COMPILE_STAGES
 HARDWARE_NOTE = (
@@ -53,36 +56,35 @@ def _compiler() -> Any:
     return compiler
 
 
-def graph_row(entry: dict[str, Any]) -> GraphRow:
-    """A view row of one compile-log entry."""
-    requested = dict(entry.get("requested_options") or {})
-    effective = dict(entry.get("effective_options") or {})
+def graph_row(entry: CompileRecord) -> GraphRow:
+    """A view row of one compile record."""
+    requested = dict(entry.requested_options)
+    effective = dict(entry.effective_options)
     options = [
         [str(k), str(requested.get(k, "")), str(effective.get(k, ""))] for k in sorted(set(requested) | set(effective))
     ]
-    measured = float(entry.get("compile_s") or 0.0)
+    measured = float(entry.compile_s or 0.0)
     neuron = _compiler().compile_time.record_compile_s(entry)
     return GraphRow(
-        graph_name=str(entry.get("graph_name", "")),
-        model_name=str(entry.get("model_name", "")),
-        graph_id=str(entry.get("graph_id", "")),
-        kind=str(entry.get("kind", "")),
-        nodes=int(entry.get("graph_node_count", 0)),
-        fused_kernels=int(entry.get("fused_kernels", 0)),
-        cache_result=str(entry.get("cache_result", "")),
-        stage_us={str(k): float(v) for k, v in dict(entry.get("stage_us") or {}).items()},
+        graph_name=entry.graph_name,
+        model_name=entry.model_name,
+        graph_id=entry.graph_id,
+        kind=entry.kind,
+        nodes=entry.graph_node_count,
+        fused_kernels=entry.fused_kernels,
+        cache_result=entry.cache_result or "",
+        stage_us={str(k): float(v) for k, v in entry.stage_us.items()},
         compile_s=measured,
         neuron_compile_s=neuron,
         compile_text=fmt_compile(measured, neuron),
-        modeled_device_ms=float(entry.get("modeled_device_s", 0.0)) * 1e3,
-        runs=int(entry.get("runs", 0)),
-        warm_s=float(entry.get("warm_s", 0.0)),
+        modeled_device_ms=entry.modeled_device_s * 1e3,
+        runs=entry.runs,
+        warm_s=entry.warm_s,
         options=options,
         graph_breaks=[
-            {"reason": str(b.get("reason", "")), "source": str(b.get("source", ""))}
-            for b in entry.get("graph_breaks") or []
+            {"reason": str(b.get("reason", "")), "source": str(b.get("source", ""))} for b in entry.graph_breaks
         ],
-        recompile_reasons=[str(r) for r in entry.get("recompile_reasons") or []],
+        recompile_reasons=[str(r) for r in entry.recompile_reasons],
     )
 
 
