@@ -10,6 +10,7 @@ import torch
 
 import trn_notebook  # noqa: F401
 from trn_notebook.compiler import executable
+from trn_notebook.device import runtime
 
 
 def _f(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -51,3 +52,37 @@ def test_the_program_runs_no_python_frame_of_torch_ops_and_gives_the_same_values
     assert torch.equal(host[1], ref[1])
     torch.testing.assert_close(out[0].cpu(), ref[0])
     assert torch.equal(out[1].cpu(), ref[1])
+
+
+def test_a_compiled_runs_results_are_their_own_cached_host_views_and_backward_matches_cpu() -> None:
+    x = torch.randn(32, 16)
+    w = torch.randn(16, 8, requires_grad=True)
+    wn = w.detach().to("neuron").requires_grad_(True)
+    results: list[tuple[list[Any], list[Any]]] = []
+    orig = executable.Program.__call__
+
+    def spy(self: executable.Program, inputs: list[Any]) -> list[Any]:
+        outs = orig(self, inputs)
+        results.append((list(inputs), outs))
+        return outs
+
+    fn = torch.compile(_f, backend="neuron")
+    fn(x.to("neuron"), wn)  # compile outside the spy
+    executable.Program.__call__ = spy  # type: ignore[method-assign]
+    try:
+        s, c = fn(x.to("neuron"), wn)
+        host_outs = results[-1][1]
+        tensors = [o for o in host_outs if isinstance(o, torch.Tensor)]
+        assert len(tensors) >= 2  # the two results and the activations saved for backward
+        for o in (s, c):  # each result's first host read is the program's own output (no new view built)
+            assert any(runtime.cached_host_view(o) is h for h in tensors)
+        (s + c.sum()).backward()
+        bw_inputs = results[-1][0]
+        assert any(any(i is h for h in tensors) for i in bw_inputs)  # backward read saved activations as they were
+    finally:
+        executable.Program.__call__ = orig  # type: ignore[method-assign]
+    ref_s, ref_c = _f(x, w)
+    (ref_s + ref_c.sum()).backward()
+    assert wn.grad is not None and w.grad is not None
+    torch.testing.assert_close(wn.grad.cpu(), w.grad)
+    torch.testing.assert_close(s.detach().cpu(), ref_s.detach())
