@@ -160,8 +160,7 @@ def wrap(cpu: torch.Tensor, seed: bool = False) -> torch.Tensor:
             ref.ptr = ptr
             entry = _owners[ptr] = [host, ref, block, None]
     t = _create_empty(_EMPTY, cpu.dtype)
-    key = (cpu.storage_offset(), cpu.size(), cpu.stride(), cpu.dtype)
-    _set_storage(_CPU_KEYSET, t, st, key[0], key[1], key[2])
+    _set_storage(_CPU_KEYSET, t, st, cpu.storage_offset(), cpu.size(), cpu.stride())
     if cpu.is_conj() or cpu.is_neg():  # lazy conjugate/negative views (e.g. fft.ifft results)
         _copy_math_bits(cpu, t)
     elif seed and entry is not None and entry[0] is host and not cpu.requires_grad and not cpu.is_inference():
@@ -170,7 +169,7 @@ def wrap(cpu: torch.Tensor, seed: bool = False) -> torch.Tensor:
             views = entry[3] = {}
         elif len(views) > 64:
             views.clear()
-        views.setdefault(key, cpu)
+        views.setdefault((cpu.storage_offset(), cpu.shape, cpu.stride(), cpu.dtype), cpu)  # cached_host_view's key
     return t
 
 
