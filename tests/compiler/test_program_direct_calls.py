@@ -86,3 +86,26 @@ def test_a_compiled_runs_results_are_their_own_cached_host_views_and_backward_ma
     assert wn.grad is not None and w.grad is not None
     torch.testing.assert_close(wn.grad.cpu(), w.grad)
     torch.testing.assert_close(s.detach().cpu(), ref_s.detach())
+
+
+def _g(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    h = torch.relu(x @ w)
+    return h * 2, h.t(), h
+
+
+def test_seeded_results_stay_right_after_in_place_metadata_changes_and_writes() -> None:
+    x, w = torch.randn(6, 4), torch.randn(4, 3)
+    fn = torch.compile(_g, backend="neuron")
+    ra, rb, rh = _g(x, w)
+    assert torch.equal(rb.t(), rh)
+    a, b, h = fn(x.to("neuron"), w.to("neuron"))
+    a.t_()
+    b.unsqueeze_(0)
+    assert torch.equal(a.cpu(), ra.t()) and torch.equal(b.cpu(), rb.unsqueeze(0))
+    a, b, h = fn(x.to("neuron"), w.to("neuron"))
+    a.resize_(3, 6)
+    assert torch.equal(a.cpu().flatten(), ra.flatten())
+    a, b, h = fn(x.to("neuron"), w.to("neuron"))
+    h.mul_(3)  # a write through one result is seen by its views
+    assert torch.equal(b.cpu(), rb * 3) and torch.equal(h.cpu(), rh * 3) and torch.equal(a.cpu(), ra)
+    assert torch.equal((b + 0).cpu(), rb * 3)
