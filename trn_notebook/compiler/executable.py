@@ -79,7 +79,7 @@ class Executable:
             if scratch is not None:
                 allocator.free(scratch)
         result = [
-            args[p] if p >= 0 else wrap(o) if type(o) is _Tensor or isinstance(o, _Tensor) else o
+            args[p] if p >= 0 else wrap(o, True) if type(o) is _Tensor or isinstance(o, _Tensor) else o
             for o, p in zip(outs, self.passthrough)
         ]
         wall = _perf() - t0

@@ -127,11 +127,15 @@ def new_storage(host: torch.UntypedStorage, block: Block | None = None) -> torch
     return st
 
 
-def wrap(cpu: torch.Tensor) -> torch.Tensor:
+def wrap(cpu: torch.Tensor, seed: bool = False) -> torch.Tensor:
     """A neuron tensor aliasing the bytes of CPU tensor ``cpu`` (same sizes, strides and offset).
 
     If ``cpu`` already views device memory, the result shares that neuron storage (a view);
-    otherwise its bytes become new device memory. Raises ``torch.OutOfMemoryError`` when full, and
+    otherwise its bytes become new device memory. With ``seed``, ``cpu`` itself becomes the cached host
+    view (:func:`cached_host_view`) of the result's geometry, so the next read of the result (a compiled
+    backward reading its saved activations, an optimizer reading the gradients) builds no view: only for
+    a ``cpu`` nobody else holds or changes (a compiled program's result); math-bit, grad-requiring and
+    inference tensors are not seeded. Raises ``torch.OutOfMemoryError`` when full, and
     ``NotImplementedError`` for a sparse result (the device holds only strided tensors).
     """
     try:
@@ -148,16 +152,24 @@ def wrap(cpu: torch.Tensor) -> torch.Tensor:
         nbytes = host.nbytes()
         if nbytes == 0 or ptr == 0:
             st = _construct_storage(0, DEVICE, 0)
+            entry = None
         else:
             block = allocator.malloc(nbytes) if state.accounting else None
             st = _construct_storage(ptr, DEVICE, nbytes)
             ref = _StorageRef(st, _on_storage_death)
             ref.ptr = ptr
-            _owners[ptr] = [host, ref, block, None]
+            entry = _owners[ptr] = [host, ref, block, None]
     t = _create_empty(_EMPTY, cpu.dtype)
     _set_storage(_CPU_KEYSET, t, st, cpu.storage_offset(), cpu.size(), cpu.stride())
     if cpu.is_conj() or cpu.is_neg():  # lazy conjugate/negative views (e.g. fft.ifft results)
         _copy_math_bits(cpu, t)
+    elif seed and entry is not None and entry[0] is host and not cpu.requires_grad and not cpu.is_inference():
+        views = entry[3]
+        if views is None:
+            views = entry[3] = {}
+        elif len(views) > 64:
+            views.clear()
+        views.setdefault((cpu.storage_offset(), cpu.shape, cpu.stride(), cpu.dtype), cpu)  # cached_host_view's key
     return t
 
 
