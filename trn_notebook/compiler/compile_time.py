@@ -44,6 +44,17 @@ def kernel_instructions(flops: float, nbytes: float, itemsize: int = 2, tp: int 
     return max(1.0, flops / tp / TILE_FLOPS, nbytes / itemsize / tp / TILE_ELEMENTS)
 
 
+def matmul_instructions(batch: int, m: int, k: int, n: int) -> float:
+    """``nc_matmul`` instructions of ``batch`` products ``[m, k] @ [k, n]`` (one rank's shape): one per
+    128 x 128 stationary tile of the ``[k, n]`` operand per 512 moving rows. Raises ``ValueError`` for a
+    negative size."""
+    if min(batch, m, k, n) < 0:
+        raise ValueError(f"matmul sizes must be non-negative (got {batch=}, {m=}, {k=}, {n=})")
+    if not (batch and m and k and n):
+        return 0.0
+    return float(batch * math.ceil(k / 128) * math.ceil(n / 128) * math.ceil(m / 512))
+
+
 def graph_instructions(kernels: Iterable[tuple[float, float, int]], tp: int = 1) -> float:
     """Sum of :func:`kernel_instructions` over ``(flops, bytes, itemsize)`` kernels of one graph."""
     return math.fsum(kernel_instructions(f, b, i, tp) for f, b, i in kernels)

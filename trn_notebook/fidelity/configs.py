@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +25,9 @@ class ModelSpec:
     params: dict[str, Any]
     source: str
     approximation: str = ""
+    # parameter-name patterns (regular expressions) the deployment keeps whole on every TP rank, with
+    # the source that says so; MoE routers are added for every MoE model (:meth:`is_replicated`)
+    replicated: tuple[str, ...] = ()
 
     def config(self) -> Any:
         """The ``transformers`` config object (raises ``ImportError`` without ``transformers``)."""
@@ -57,6 +61,13 @@ class ModelSpec:
         if self.family == "auto":
             return any(self.params.get(k) for k in ("num_experts", "n_routed_experts", "num_local_experts"))
         return self.family in ("qwen3_5_moe", "afmoe", "deepseek_v3")
+
+    def is_replicated(self, param_name: str) -> bool:
+        """Whether NxD Inference keeps this parameter whole on every TP rank: the spec's ``replicated``
+        patterns, and for MoE models the router (neuronx-distributed ``RouterTopK.linear_router`` is a
+        plain ``torch.nn.Linear``, not a parallel layer)."""
+        patterns = self.replicated + ((ROUTER,) if self.is_moe else ())
+        return any(re.search(p, param_name) for p in patterns)
 
     @classmethod
     def from_config(cls, config: Any, name: str | None = None) -> ModelSpec:
@@ -110,6 +121,8 @@ def _auto(p: dict[str, Any]) -> Any:
     return AutoConfig.for_model(p["model_type"], **rest)
 
 
+ROUTER = r"\.mlp\.(gate|router)(\.gate|\.linear)?\.weight$"  # the MoE router's weight in transformers' models
+
 _BUILDERS: dict[str, Callable[[dict[str, Any]], Any]] = {
     "auto": _auto,
     "llama": _llama,
@@ -147,6 +160,10 @@ DEEPSEEK_V3 = ModelSpec(
     | {"num_experts_per_tok": 8, "first_k_dense_replace": 3, "q_lora_rank": 1536, "kv_lora_rank": 512}
     | {"qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128, "vocab_size": 129280},
     "deepseek-ai/DeepSeek-V3 config.json (= transformers DeepseekV3Config defaults)",
+    # NxD Inference's MLA keeps the low-rank down-projections whole on every rank: ``q_a_proj`` and
+    # ``kv_a_proj_with_mqa`` are ``nn.Linear`` (contrib/models/DeepSeek-V3/src/modeling_deepseek.py,
+    # DeepseekV3Attention.init_mla_properties), only q_b/kv_b/o are parallel layers
+    replicated=(r"self_attn\.q_a_proj\.", r"self_attn\.kv_a_proj_with_mqa\."),
 )
 # Qwen3.5 dense family. The 2B dimensions follow the NxD Inference contrib README (24 layers, 3 gated
 # DeltaNet + 1 full attention, head_dim 256, 16 linear K/V heads of 128; hidden 2048 from the vision
@@ -189,8 +206,7 @@ QWEN35 = {
         _QWEN35
         | {"hidden_size": 5120, "intermediate_size": 17408, "num_hidden_layers": 64, "num_attention_heads": 24}
         | {"num_key_value_heads": 4, "linear_num_key_heads": 16, "linear_num_value_heads": 48},
-        "approximation",
-        "dimensions chosen for ~27B parameters with the Qwen3.5 layer pattern (published config not available)",
+        "NxD Inference contrib/models/Qwen3.5-35B-A3B/README.md ('Architecture diff vs dense Qwen3.5-27B' table)",
     ),
     "35B-A3B": ModelSpec(
         "Qwen3.5-35B-A3B",

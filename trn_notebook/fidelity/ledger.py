@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 
+from . import moe
 from .configs import DEEPSEEK_V3, LLAMA_8B, LLAMA_70B, QWEN35, TRINITY_MINI, ModelSpec
 from .model import Budget, Layout, step_budget
 from .walk import Counter, OpCount, walk
@@ -40,7 +41,6 @@ class Scenario:
     batch: int = 1  # compiled (static) decode batch
     concurrency: int = 1
     decode_context: int = 0  # KV positions a decode step reads (0: prompt + output / 2)
-    moe_prefill_all_experts: bool = False
 
     @property
     def context(self) -> int:
@@ -89,7 +89,7 @@ PARAM_BYTES: dict[str, int] = {}  # ModelSpec.key -> BF16 parameter bytes (count
 def walk_scenario(s: Scenario) -> dict[str, list[OpCount]]:
     """The prefill and decode ops of a scenario's model (cached per configuration in this process)."""
     prefill_batch = 1 if s.layout.stack == "vllm" else s.batch
-    key = (s.spec.key, s.bucket, prefill_batch, s.batch, s.context, s.moe_prefill_all_experts)
+    key = (s.spec.key, s.bucket, prefill_batch, s.batch, s.context)
     if key in _WALKS:
         return _WALKS[key]
     cfg = s.spec.config()
@@ -104,10 +104,8 @@ def walk_scenario(s: Scenario) -> dict[str, list[OpCount]]:
 
     def run(model: torch.nn.Module, count: Counter) -> None:
         ids = torch.zeros(prefill_batch, s.bucket, dtype=torch.long)
-        count.all_experts = s.moe_prefill_all_experts
         with count("prefill"):
             model(input_ids=ids, use_cache=False, logits_to_keep=1)
-        count.all_experts = False
         past = model(input_ids=torch.zeros(s.batch, s.context, dtype=torch.long), use_cache=True, logits_to_keep=1)
         # transformers >= 5.2x names the KV cache ``cache`` (``past_key_values`` warns); older 5.x only has the old name
         name = "cache" if "cache" in past else "past_key_values"
@@ -115,7 +113,9 @@ def walk_scenario(s: Scenario) -> dict[str, list[OpCount]]:
             model(input_ids=torch.zeros(s.batch, 1, dtype=torch.long), **{name: past[name]})
 
     info: dict[str, Any] = {}
-    _WALKS[key] = walk(build, run, experts_used=_experts_used, info=info)
+    walked = walk(build, run, experts_used=_experts_used, info=info, replicated=s.spec.is_replicated)
+    # MoE layers as NxD Inference runs them (context encoding vs token generation paths, fidelity.moe)
+    _WALKS[key] = {phase: [moe.dispatch(op, prefill=phase == "prefill") for op in ops] for phase, ops in walked.items()}
     PARAM_BYTES[s.spec.key] = int(info["param_bytes"])
     return _WALKS[key]
 
@@ -163,9 +163,6 @@ _R1 = Scenario(LLAMA_8B, Layout("trn2", 8, "vllm"), 512, 512, 128, batch=2, conc
 _R3 = Scenario(LLAMA_70B, Layout("trn2", 64, "vllm"), 10_000, 12_288, 1_500)
 _R6 = Scenario(DEEPSEEK_V3, Layout("trn2", 64), 256, 256, 256)
 _R11 = {k: Scenario(QWEN35[k], Layout("trn2", 8), 16, 512, 64, decode_context=512) for k in QWEN35}
-_R11["35B-A3B"] = Scenario(
-    QWEN35["35B-A3B"], Layout("trn2", 8), 16, 512, 64, decode_context=512, moe_prefill_all_experts=True
-)
 _R12 = Scenario(QWEN35["2B"], Layout("trn2", 4), 16, 1024, 64, decode_context=1024)
 _R13 = {b: Scenario(TRINITY_MINI, Layout("trn2", 4), 2048, 2048, 128, batch=b) for b in (1, 2, 4)}
 _R17 = {

@@ -5,7 +5,12 @@ A step's modeled time is the sum of
 * **kernels** of the graph at the calibrated efficiencies (``device.costmodel.kernel_terms``, the
   same function the eager device and the compiler's schedule use), split by which roofline term
   dominates into *compute* and *weight/KV reads*; FLOPs and bytes per rank = the whole model's / TP
-  (a Megatron split), with K/V bytes replicated when there are fewer K/V heads than ranks;
+  (a Megatron split), with K/V bytes replicated when there are fewer K/V heads than ranks, and
+  nothing split for weights the deployment replicates on every rank (``OpCount.replicated``);
+  a matmul's compute is divided by its **PE-array utilisation** at the per-rank shape
+  (:func:`pe_utilisation`: the 128-row contraction of TensorE and the 64-cycle floor of an
+  ``nc_matmul``, trainium-figures.md A3), so a weight sharded to 32 rows per rank runs at a quarter of
+  the array;
 * **collectives** the layout implies: two all-reduces of the step's activations per decoder layer
   (after attention, after the MLP) on TP ranks, with the α–β model of
   ``distributed.commmodel`` on the fabric TP spans, its stand-alone floor replaced by the in-graph
@@ -25,10 +30,11 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ..compiler import compile_time
 from ..device import costmodel
 from ..device.chips import INF2, ChipSpec, get_chip_spec
 from ..distributed import commmodel
-from .walk import ATTENTION, GROUPED, MATMUL, OpCount
+from .walk import ATTENTION, GROUPED, MATMUL, OTHER, OpCount
 
 PARTS = ("compute", "reads", "collectives", "host", "launch")
 
@@ -89,17 +95,58 @@ class Budget:
         )
 
 
-def kernels_budget(ops: list[OpCount], chip: ChipSpec, tp: int, *, kv_heads: int, real_fraction: float = 1.0) -> Budget:
+PE_ROWS = 128  # TensorE contraction (partition) rows per nc_matmul (trainium-figures.md A2/A3)
+MATMUL_MIN_CYCLES = 64  # nc_matmul costs max(min(64, N_stationary), N_moving) cycles (A3)
+
+
+def rank_shape(op: OpCount, tp: int, hidden: int) -> tuple[int, int, int, int]:
+    """``(batch, m, k, n)`` of one rank's share of a matmul-class op (zeros when the walk recorded no
+    shape). Megatron / NxD Inference layout: an expert's intermediate dimension is split (``gate_up``
+    by columns, ``down`` by rows); a weight whose output is the hidden size is row-parallel (its
+    contraction split), any other weight column-parallel but never below one 128-wide head (K/V heads
+    fewer than ranks are replicated); a batched product of activations splits its heads; a replicated
+    weight is whole on every rank."""
+    b, m, k, n = op.batch, op.m, op.k, op.n
+    if not k or not n or tp <= 1 or op.replicated:
+        return b, m, k, n
+    if op.kind == GROUPED:
+        return (b, m, max(1, k // tp), n) if n == hidden else (b, m, k, max(1, n // tp))
+    if b > 1:
+        return max(1, b // tp), m, k, n
+    if op.weight_bytes <= 0:
+        return b, m, k, n
+    if n == hidden:
+        return b, m, max(1, k // tp), n
+    return b, m, k, max(n // tp, min(n, PE_ROWS))
+
+
+def pe_utilisation(k: int, n: int) -> float:
+    """Share of the TensorE array a ``[.., k] @ [k, n]`` product keeps busy (1.0 when no shape is
+    known): the contraction fills ``k`` of 128 partition rows per pass (``k / (128 ceil(k / 128))``),
+    and a moving dimension under 64 columns still costs the 64-cycle minimum of an ``nc_matmul``
+    (``min(1, n / 64)``); the token dimension is taken to fill its side (it does at prefill; decode
+    matmuls are bound by their weight reads)."""
+    if k <= 0 or n <= 0:
+        return 1.0
+    return k / (PE_ROWS * math.ceil(k / PE_ROWS)) * min(1.0, n / MATMUL_MIN_CYCLES)
+
+
+def kernels_budget(
+    ops: list[OpCount], chip: ChipSpec, tp: int, *, kv_heads: int, real_fraction: float = 1.0, hidden: int = 0
+) -> Budget:
     """Kernel time per rank of the walked ops (see the module docs); ``real_fraction`` = real tokens /
-    padded tokens of a prefill, for the padding share."""
+    padded tokens of a prefill, for the padding share; ``hidden`` = the model's hidden size (which
+    weights are row-parallel, :func:`rank_shape`)."""
     compute = reads = 0.0
     kernels = 0
     kv_scale = max(kv_heads, tp) / kv_heads / tp if kv_heads else 1.0 / tp
     for op in ops:
-        flops = op.flops / tp
+        split = 1 if op.replicated else tp
+        flops = op.flops / split
         if op.kind in (MATMUL, GROUPED, ATTENTION):
-            nbytes = (op.bytes - op.kv_bytes) / tp + op.kv_bytes * kv_scale
-            c, m = costmodel.kernel_terms(chip, flops, nbytes, op.dtype)
+            nbytes = (op.bytes - op.kv_bytes) / split + op.kv_bytes * (kv_scale if split > 1 else 1.0)
+            _, _, k, n = rank_shape(op, tp, hidden)
+            c, m = costmodel.kernel_terms(chip, flops / pe_utilisation(k, n), nbytes, op.dtype)
             kernels += 1
         else:  # fused into a neighbouring kernel: its FLOPs only (no HBM traffic of its own)
             c, m = costmodel.kernel_terms(chip, flops, 0.0, op.dtype)[0], 0.0
@@ -115,6 +162,24 @@ def kernels_budget(ops: list[OpCount], chip: ChipSpec, tp: int, *, kv_heads: int
         padding_s=(compute + reads) * (1.0 - real_fraction),
         kernels=kernels,
     )
+
+
+def graph_instructions(ops: list[OpCount], tp: int, hidden: int) -> float:
+    """Instructions the Neuron compiler schedules for one rank of a walked graph
+    (``compiler.compile_time``): a matmul with a recorded shape issues one ``nc_matmul`` per 128-row x
+    128-column stationary tile per 512 moving rows of its per-rank shape (:func:`rank_shape`); any
+    other kernel the FLOPs/bytes estimate of ``kernel_instructions``; fused element-wise ops none."""
+    total = 0.0
+    for op in ops:
+        if op.kind == OTHER:
+            continue
+        b, m, k, n = rank_shape(op, tp, hidden)
+        if k and n and m:
+            total += compile_time.matmul_instructions(b, m, k, n)
+        else:
+            split = 1 if op.replicated else tp
+            total += compile_time.kernel_instructions(op.flops / split, op.bytes / split, op.dtype.itemsize)
+    return total
 
 
 def chip_of(name: str) -> ChipSpec:
@@ -171,7 +236,7 @@ def step_budget(
         raise ValueError(f"unknown sampling place {layout.sampling!r}; use 'device' or 'host'")
     chip = chip_of(layout.chip)
     consts = costmodel.get_cost_constants()
-    b = kernels_budget(ops, chip, layout.tp, kv_heads=kv_heads, real_fraction=real_fraction)
+    b = kernels_budget(ops, chip, layout.tp, kv_heads=kv_heads, real_fraction=real_fraction, hidden=hidden)
     coll = tp_collectives_s(layers, batch * tokens * hidden * torch.bfloat16.itemsize, layout.tp, chip)
     host = consts.serving_step_s + (consts.vllm_step_s if layout.stack == "vllm" else 0.0)
     if layout.sampling == "host":

@@ -28,13 +28,13 @@ import numpy as np
 
 from .. import state as _state
 from ..compiler.buckets import BucketPolicy
-from ..compiler.compile_time import graph_instructions, modeled_compile_s
+from ..compiler.compile_time import modeled_compile_s
 from ..presentation import fmt_duration, fmt_s
 from ..results import Card, Result, Table
 from . import configs, ledger
 from .costs import CostInputs, Costs, cost_of
 from .fit import ledger_backing
-from .model import Budget, Layout, chip_of
+from .model import Budget, Layout, chip_of, graph_instructions
 from .walk import OpCount
 
 SOURCE = "modeled (trn_notebook.fidelity: calibrated cost model, docs/fidelity.md 'Model level')"
@@ -206,8 +206,8 @@ def _decode_buckets(pol: BucketPolicy, prompts: np.ndarray, outputs: np.ndarray)
     return sorted(reached), beyond
 
 
-def _instructions(ops: list[OpCount], tp: int) -> float:
-    return graph_instructions([(o.flops, o.bytes, o.dtype.itemsize) for o in ops if o.kind != "other"], tp)
+def _instructions(ops: list[OpCount], tp: int, hidden: int) -> float:
+    return graph_instructions(ops, tp, hidden)
 
 
 def _pct(values: np.ndarray) -> Percentiles:
@@ -288,11 +288,11 @@ def serve_estimate(
     chips = max(1, math.ceil(lay.tp / chip_spec.logical_cores))
     tok_s = concurrency * float(outputs.mean()) / float(e2e.mean())
     walks = {b: ledger.walk_scenario(s) for b, s in scen.items()}
-    instructions = sum(_instructions(w["prefill"], lay.tp) for w in walks.values())
+    instructions = sum(_instructions(w["prefill"], lay.tp, spec.hidden) for w in walks.values())
     decode_buckets, beyond = _decode_buckets(pol, prompts, outputs)
     for b in decode_buckets:  # one token-generation graph per bucket its KV positions reach, as the ledger's rows
         s = ledger.Scenario(spec, lay, b, b, out_mean, batch=batch, concurrency=concurrency, decode_context=b)
-        instructions += _instructions(ledger.walk_scenario(s)["decode"], lay.tp)
+        instructions += _instructions(ledger.walk_scenario(s)["decode"], lay.tp, spec.hidden)
     notes = [
         f"decode reads the KV cache of {context} positions (mean prompt + half the mean output)",
         f"cold compiles: one graph per used prefill bucket ({len(used)}) + one decode graph per bucket the "

@@ -49,6 +49,14 @@ class OpCount:
     dtype: torch.dtype
     kv_bytes: float = 0.0  # of ``bytes``, the K/V inputs of an attention kernel (KV-cache reads)
     weight_bytes: float = 0.0  # of ``bytes``, the parameters a matmul-class kernel reads
+    # matmul-class shape (0: not recorded): ``batch`` independent ``[m, k] @ [k, n]`` products (a grouped
+    # matmul: ``batch`` = experts, ``m`` = routed rows, ``k`` x ``n`` = one expert's weight)
+    batch: int = 0
+    m: int = 0
+    k: int = 0
+    n: int = 0
+    tokens: int = 0  # a grouped matmul: the tokens routed (rows of the last router top-k)
+    replicated: bool = False  # its weight is replicated on every TP rank (not sharded)
 
 
 def _tensors(tree: Any) -> list[torch.Tensor]:
@@ -61,13 +69,13 @@ def _nbytes(t: torch.Tensor) -> int:
 
 class _Recorder(TorchDispatchMode):
     def __init__(
-        self, params: set[int], experts_used: Callable[[int, int], float] | None, all_experts: bool = False
+        self, params: set[int], experts_used: Callable[[int, int], float] | None, replicated: set[int] | None = None
     ) -> None:
         super().__init__()
         self.ops: list[OpCount] = []
         self.params = params
         self.experts_used = experts_used
-        self.all_experts = all_experts
+        self.replicated = replicated or set()
         self.tokens = 0  # rows of the last router/top-k seen (the tokens a grouped matmul routes)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
@@ -94,9 +102,12 @@ class _Recorder(TorchDispatchMode):
             self.ops.append(self._grouped(name, ins, outs, dtype))
         elif name in _MATMUL_OPS or packet in flop_registry:
             flops = float(flop_registry[packet](*args, **kwargs, out_val=out)) if packet in flop_registry else 0.0
+            storages = {t.untyped_storage()._cdata for t in ins}
             weights = float(sum(_nbytes(t) for t in ins if t.untyped_storage()._cdata in self.params))
             nbytes = float(sum(_nbytes(t) for t in ins) + sum(_nbytes(t) for t in outs))
-            self.ops.append(OpCount(name, MATMUL, flops, nbytes, dtype, weight_bytes=weights))
+            batch, m, k, n = _mm_dims(name, ins)
+            rep = bool(storages & self.replicated)
+            self.ops.append(OpCount(name, MATMUL, flops, nbytes, dtype, 0.0, weights, batch, m, k, n, replicated=rep))
         elif func._schema.is_mutable or func.is_view:
             return out
         else:
@@ -105,19 +116,36 @@ class _Recorder(TorchDispatchMode):
 
     def _grouped(self, name: str, ins: list[torch.Tensor], outs: list[torch.Tensor], dtype: torch.dtype) -> OpCount:
         """A grouped (per-expert) matmul ``[rows, d] x [E, d, n]``: FLOPs of the rows routed to experts;
-        it reads only the experts that receive rows (``experts_used(E, rows)``, at most all E)."""
+        it reads only the experts that receive rows (``experts_used(E, rows)``, at most all E). How a
+        serving stack really dispatches it (all experts, blocks, selective loads) is the reader's
+        choice (``fidelity.moe``), from the shape recorded here."""
         x, w = ins[0], ins[1]
         rows = x.shape[0]
         experts = w.shape[0]
         d, n = w.shape[-2], w.shape[-1]
-        if self.all_experts:  # every expert computes every token (NxD Inference's forward_all_experts)
-            used, flops = experts, 2.0 * self.tokens * experts * d * n
-        else:
-            used = self.experts_used(experts, rows) if self.experts_used else min(experts, rows)
-            flops = 2.0 * rows * d * n
+        used = self.experts_used(experts, rows) if self.experts_used else min(experts, rows)
+        flops = 2.0 * rows * d * n
         weights = _nbytes(w) * min(used, experts) / experts
         nbytes = float(_nbytes(x) + _nbytes(outs[0])) + weights
-        return OpCount(name, GROUPED, flops, nbytes, dtype, weight_bytes=weights)
+        return OpCount(name, GROUPED, flops, nbytes, dtype, 0.0, weights, experts, rows, d, n, self.tokens or rows)
+
+
+def _mm_dims(name: str, ins: list[torch.Tensor]) -> tuple[int, int, int, int]:
+    """``(batch, m, k, n)`` of a matmul-class op's ``[.., m, k] @ [.., k, n]`` (zeros when not a plain
+    matmul, e.g. a convolution)."""
+    if name in ("addmm", "baddbmm") and len(ins) >= 3:
+        a, b = ins[1], ins[2]
+    elif name in ("mm", "bmm", "matmul") and len(ins) >= 2:
+        a, b = ins[0], ins[1]
+    elif name == "linear" and len(ins) >= 2:
+        a, w = ins[0], ins[1]
+        return 1, int(a.numel() // a.shape[-1]), int(w.shape[-1]), int(w.shape[0])
+    else:
+        return 0, 0, 0, 0
+    if a.dim() < 2 or b.dim() < 2:
+        return 0, 0, 0, 0
+    batch = int(a.numel() // (a.shape[-2] * a.shape[-1])) if a.shape[-2] * a.shape[-1] else 1
+    return max(batch, 1), int(a.shape[-2]), int(a.shape[-1]), int(b.shape[-1])
 
 
 def _attention_flops(q: torch.Tensor, k: torch.Tensor, causal: bool) -> float:
@@ -131,14 +159,16 @@ def _attention_flops(q: torch.Tensor, k: torch.Tensor, causal: bool) -> float:
 class Counter:
     """Handed to a walk's ``run``: ``with counter("name"):`` records the ops run inside under that name."""
 
-    def __init__(self, params: set[int], experts_used: Callable[[int, int], float] | None) -> None:
+    def __init__(
+        self, params: set[int], experts_used: Callable[[int, int], float] | None, replicated: set[int] | None = None
+    ) -> None:
         self.params = params
         self.experts_used = experts_used
+        self.replicated = replicated or set()
         self.phases: dict[str, list[OpCount]] = {}
-        self.all_experts = False  # set by a run: grouped matmuls compute every expert on every token
 
     def __call__(self, name: str) -> _Recorder:
-        recorder = _Recorder(self.params, self.experts_used, self.all_experts)
+        recorder = _Recorder(self.params, self.experts_used, self.replicated)
         self.phases[name] = recorder.ops
         return recorder
 
@@ -149,6 +179,7 @@ def walk(
     *,
     experts_used: Callable[[int, int], float] | None = None,
     info: dict[str, Any] | None = None,
+    replicated: Callable[[str], bool] | None = None,
 ) -> dict[str, list[OpCount]]:
     """Build a model with ``build()`` and call ``run(model, counter)`` on fake tensors; return the ops
     recorded in each ``with counter(name):`` block of ``run``, by name.
@@ -157,13 +188,15 @@ def walk(
     laptop. ``experts_used(E, rows)`` says how many of E experts a grouped matmul of ``rows`` routed
     rows reads (default ``min(E, rows)``). Raises whatever the model raises on fake tensors (for
     example a data-dependent shape). ``info``, when given, receives ``param_bytes`` (the model's
-    parameter bytes at the dtype it was built with).
+    parameter bytes at the dtype it was built with). ``replicated(name)`` marks the parameters a
+    deployment keeps whole on every TP rank (their ops get ``replicated=True``).
     """
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     with FakeTensorMode(allow_non_fake_inputs=True):
         model = build()
-        counter = Counter({p.untyped_storage()._cdata for p in model.parameters()}, experts_used)
+        rep = {p.untyped_storage()._cdata for n, p in model.named_parameters() if replicated and replicated(n)}
+        counter = Counter({p.untyped_storage()._cdata for p in model.parameters()}, experts_used, rep)
         if info is not None:
             info["param_bytes"] = sum(p.numel() * p.element_size() for p in model.parameters())
         with torch.no_grad():
