@@ -47,7 +47,7 @@ def test_a_compiled_graph_records_its_instructions_and_every_compile_view_shows_
     f = torch.compile(m, backend="neuron")
     f(torch.randn(256, 256, device="neuron"))
     rec = compile_log.snapshot()[-1]
-    n = rec["neuron_instructions"]
+    n = rec.extra["neuron_instructions"]
     assert n >= 2 * 256 * 256 * 512 * 2 / ct.TILE_FLOPS  # both matmuls' tiles at least
     summary = compile_log.compile_log.summary()
     assert summary.modeled_neuron_s == pytest.approx(ct.records_compile_s(r for r in compile_log.snapshot()))
