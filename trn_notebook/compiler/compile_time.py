@@ -31,7 +31,7 @@ TILE_FLOPS = 2.0 * 128 * 128 * 512  # one nc_matmul: 128x128 stationary x 512 mo
 TILE_ELEMENTS = 128 * 512  # one SBUF tile of 128 partitions x 512 elements
 # Derived: Trinity-Mini batch 1, 3.9 min (NxD Inference contrib/models/Trinity/README.md) / the
 # instructions of its bucket set at TP4 (``benchmarks/bench_fidelity.py`` prints the derivation).
-NEURON_COMPILE_S_PER_INSTRUCTION = 3.83e-4  # 234 s / 611,521 instructions of Trinity-Mini TP4 batch 1 (bench_fidelity.py)
+NEURON_COMPILE_S_PER_INSTRUCTION = 3.83e-4  # 234 s / 611,521 instructions, Trinity-Mini TP4 batch 1
 DERIVED_FROM = "Trinity-Mini batch 1 TP4 (3.9 min, NxD Inference contrib/models/Trinity/README.md)"
 
 
