@@ -1,9 +1,9 @@
 """Every workshop notebook under the fake TorchNeuron (issue 18): which run as they would on a Trn2.
 
 Each ``examples/*.ipynb`` runs in a fresh kernel and a fresh scratch folder under the stand-in
-``torch_neuronx`` of ``tests/backends/fake_hardware`` with its ``neuron`` device, its cells tagged
-simulator-only left out, exactly as ``tests/backends/test_fake_hardware_notebook.py`` runs the quickstart
-(both use ``tests.backends.fakehw.run_notebook``). One line per notebook: passed or failed, seconds, and for a
+``torch_neuronx`` of ``tests/facts/fake_hardware`` with its ``neuron`` device, its cells tagged
+simulator-only left out, exactly as ``tests/facts/test_fake_hardware_notebook.py`` runs the quickstart
+(both use ``tests.facts.fakehw.run_notebook``). One line per notebook: passed or failed, seconds, and for a
 failure the cell id and the last line of the error. A run that raises nothing but never prints the check
 cell's ``all checks passed`` is shown as failed too, unless that check cell is itself tagged simulator-only
 (then the line says so: every cell that would run on a Trn2 ran, but nothing asserted their figures).
@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.backends.fakehw import run_notebook  # noqa: E402 - after the checkout is on the path
+from tests.facts.fakehw import run_notebook  # noqa: E402 - after the checkout is on the path
 from tests.notebooks.workshop import EXAMPLES, NOTEBOOKS, PASSED  # noqa: E402
 
 

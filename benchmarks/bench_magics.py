@@ -18,8 +18,8 @@ from collections.abc import Callable
 from IPython.testing.globalipapp import get_ipython
 
 import trn_notebook  # noqa: F401 - registers the device
-from trn_notebook.backends.status import state_snapshot
 from trn_notebook.device.placement import placement_log
+from trn_notebook.facts.status import state_snapshot
 from trn_notebook.magics import hooks, render
 
 BUDGET_MS = 50.0

@@ -22,8 +22,8 @@ from collections.abc import Callable
 import torch
 
 import trn_notebook
-from trn_notebook.backends.status import state_snapshot
 from trn_notebook.compiler.compile_log import compile_log
+from trn_notebook.facts.status import state_snapshot
 
 BUDGET_MS = 2.0
 

@@ -9,8 +9,8 @@ import torch
 
 import trn_notebook
 from trn_notebook import state
-from trn_notebook.backends import facts
-from trn_notebook.backends.simulator import placement_of
+from trn_notebook.facts import bundle as facts
+from trn_notebook.facts.simulator import placement_of
 
 N = "neuron"
 

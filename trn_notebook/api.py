@@ -1,8 +1,8 @@
 """Public functions over the device's single sources of truth (placement log, memory, clocks).
 
-Placement is read through the live :class:`~trn_notebook.backends.Backend` (the simulator, or TorchNeuron on a
+Placement is read through the live :class:`~trn_notebook.facts.Backend` (the simulator, or TorchNeuron on a
 Trn2, where cost columns say "not measured"); simulator-only features raise
-:class:`~trn_notebook.backends.SimulatorOnlyError` on hardware.
+:class:`~trn_notebook.facts.SimulatorOnlyError` on hardware.
 """
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import backends
-from .backends.base import NOT_MEASURED, shown
-from .backends.simulator import placement_of
+from . import facts
 from .device.allocator import allocator_timeline_columns
 from .device.clocks import clocks
 from .device.placement import PlacementEntry, placement_log
 from .device.runtime import allocator
+from .facts.base import NOT_MEASURED, shown
+from .facts.simulator import placement_of
 from .outfiles import check_writable
 
 if TYPE_CHECKING:
@@ -28,17 +28,17 @@ if TYPE_CHECKING:
 
 def get_fallback_ops() -> list[str]:
     """Names (``aten::op``) of the ops that fell back to the CPU since the last clear."""
-    return backends.current().fallback_ops()
+    return facts.current().fallback_ops()
 
 
 def get_executed_ops() -> dict[str, int | None]:
     """Calls per op (``aten::op``) executed on the device since the last clear (None: count not reported)."""
-    return backends.current().executed_ops()
+    return facts.current().executed_ops()
 
 
 def clear_op_tracking() -> None:
     """Forget the placement log (ops, calls, costs, source lines)."""
-    backends.current().clear_op_tracking()
+    facts.current().clear_op_tracking()
 
 
 def op_table(snapshot: Mapping[str, PlacementEntry] | None = None) -> pd.DataFrame:
@@ -46,7 +46,7 @@ def op_table(snapshot: Mapping[str, PlacementEntry] | None = None) -> pd.DataFra
 
     On hardware the cost, transfer and source columns hold "not measured".
     """
-    backend = backends.current()
+    backend = facts.current()
     if snapshot is not None or backend.is_simulator:
         return placement_log.frame(snapshot)
     import pandas as pd
@@ -59,12 +59,12 @@ def op_table(snapshot: Mapping[str, PlacementEntry] | None = None) -> pd.DataFra
 
 def placement_summary(snapshot: Mapping[str, PlacementEntry] | None = None) -> dict[str, Any]:
     """Calls and distinct ops by category, modeled time, the share of it spent in CPU fallbacks, bytes
-    moved, and the clocks (aggregations of the backend-neutral :class:`~trn_notebook.backends.base.Placement`).
+    moved, and the clocks (aggregations of the backend-neutral :class:`~trn_notebook.facts.base.Placement`).
 
     Modeled time is the cost model's: device kernels and copies for native ops, modeled copies plus
     modeled host compute for fallbacks (``modeled_s``; ``device_s`` is the same figure).
     """
-    backend = backends.current()
+    backend = facts.current()
     if snapshot is None and not backend.is_simulator:
         placement = backend.placement()
         return {
@@ -74,7 +74,7 @@ def placement_summary(snapshot: Mapping[str, PlacementEntry] | None = None) -> d
             "modeled_s": NOT_MEASURED,
             "fallback_s": NOT_MEASURED,
             "fallback_pct": NOT_MEASURED,
-            "clocks": backends.NA,
+            "clocks": facts.NA,
         }
     p = placement_of(placement_log.snapshot() if snapshot is None else snapshot)
     modeled_s = (p.device_ms or 0.0) / 1e3
@@ -96,9 +96,9 @@ def placement_summary(snapshot: Mapping[str, PlacementEntry] | None = None) -> d
 def phase(name: str) -> Iterator[None]:
     """Attribute device memory peaks inside the block to the named phase (``load``, ``warmup`` …).
 
-    Raises :class:`~trn_notebook.backends.SimulatorOnlyError` on hardware.
+    Raises :class:`~trn_notebook.facts.SimulatorOnlyError` on hardware.
     """
-    backends.current().require_simulator(
+    facts.current().require_simulator(
         "trn_notebook.phase", "torch.neuron.reset_peak_memory_stats() before the phase, max_memory_allocated() after"
     )
     with allocator.phase_scope(name):
@@ -111,7 +111,7 @@ def save_trace(path: str | Path) -> Path:
     Open the file in https://ui.perfetto.dev or chrome://tracing. Times are the *modeled* clocks.
     Raises ``OSError`` if the file cannot be written, ``SimulatorOnlyError`` on hardware.
     """
-    backends.current().require_simulator(
+    facts.current().require_simulator(
         "trn_notebook.save_trace",
         "torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]), "
         "then prof.export_chrome_trace(path)",
@@ -124,14 +124,14 @@ def save_trace(path: str | Path) -> Path:
 def memory_timeline() -> pd.DataFrame:
     """The bounded memory timeline (seconds since start, allocated, active, reserved, phase).
 
-    Raises :class:`~trn_notebook.backends.SimulatorOnlyError` on hardware.
+    Raises :class:`~trn_notebook.facts.SimulatorOnlyError` on hardware.
     """
-    backends.current().require_simulator(
+    facts.current().require_simulator(
         "trn_notebook.memory_timeline", "sample torch.neuron.memory_stats() yourself, or take a memory snapshot"
     )
     import pandas as pd
 
-    rows = list(backends.current().memory_snapshot().timeline)
+    rows = list(facts.current().memory_snapshot().timeline)
     return pd.DataFrame(rows, columns=allocator_timeline_columns())
 
 
@@ -140,7 +140,7 @@ def set_chip(name: str = "trn2", *, cores: int | None = None, hbm_bytes: int | N
 
     Raises ``ValueError`` for a bad chip/cores/capacity, ``SimulatorOnlyError`` on hardware.
     """
-    backends.current().require_simulator(
+    facts.current().require_simulator(
         "trn_notebook.set_chip", "nothing to set: the instance decides the chip (torch.neuron.get_device_properties(0))"
     )
     from .device import set_chip as device_set_chip
@@ -153,7 +153,7 @@ def set_memory_capacity(nbytes: int | None) -> int:
 
     Raises ``ValueError`` below what is reserved, ``SimulatorOnlyError`` on hardware.
     """
-    backends.current().require_simulator(
+    facts.current().require_simulator(
         "trn_notebook.set_memory_capacity",
         "nothing to set: the real HBM capacity applies (torch.neuron.memory_stats())",
     )
@@ -167,7 +167,7 @@ def set_op_category(name: str, category: Any, reason: str = "") -> None:
 
     Raises ``SimulatorOnlyError`` on hardware, where TorchNeuron decides placement.
     """
-    backends.current().require_simulator(
+    facts.current().require_simulator(
         "trn_notebook.set_op_category",
         "TorchNeuron decides placement; TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS=1 narrows fallback",
     )

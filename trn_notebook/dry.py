@@ -22,13 +22,13 @@ from contextlib import contextmanager
 from types import TracebackType
 from typing import Any
 
-from .backends.base import Placement
-from .backends.simulator import placement_of
 from .device.allocator import MemorySnapshot, OutOfDeviceMemory
 from .device.clocks import ClockSnapshot
 from .device.dry_dispatch import DryRunError, Finding
 from .device.dry_memory import CATEGORIES, MemoryCategories
 from .device.dryrun import DryFigures, DrySession, active, dry_runs, is_dry
+from .facts.base import Placement
+from .facts.simulator import placement_of
 from .presentation import fmt_bytes, fmt_compile, fmt_pct, fmt_s, plural
 from .results import Preformatted, Result
 

@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         except CellExecutionError as exc:
             print(f"{path.name} failed:\n{exc}", file=sys.stderr)
             return 1
-    from .backends import current
+    from .facts import current
 
     print(f"== {path.name}: executed headless on the {current().name} in {seconds:.1f} s ==")
     print(summary_text(nb))

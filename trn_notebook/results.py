@@ -1,6 +1,6 @@
 """Result objects shown by the magics: each renders as HTML (``_repr_html_``) and as plain text.
 
-Library functions (``trn_notebook.session``, ``trn_notebook.backends.status``) return these; the magics only
+Library functions (``trn_notebook.session``, ``trn_notebook.facts.status``) return these; the magics only
 display them. Every piece of user-supplied text is escaped with :func:`html.escape`. The building
 blocks are :class:`Table`, :class:`Card`, :class:`Message` and :class:`Sections` (a vertical stack);
 richer results subclass :class:`Result` and compose them in :meth:`Result.parts`.

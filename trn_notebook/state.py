@@ -1,5 +1,5 @@
 """Every piece of mutable state in one registry: one reset (the read layer's
-:func:`trn_notebook.backends.facts.snapshot` takes one typed snapshot of all of it).
+:func:`trn_notebook.facts.bundle.snapshot` takes one typed snapshot of all of it).
 
 Each owner registers itself where it is declared, with what a reset does to it::
 
@@ -12,7 +12,7 @@ from constants, live processes), ``"compiled"`` (only with ``reset(compiled=True
 ``"op_overrides"`` (only with ``reset(op_overrides=True)``). :func:`owners` lists them; ``tests/test_state.py``
 fails on any module-level mutable global of the package that no owner holds.
 
-The original owners (each with a typed, frozen ``snapshot()``; :class:`~trn_notebook.backends.facts.State`
+The original owners (each with a typed, frozen ``snapshot()``; :class:`~trn_notebook.facts.bundle.State`
 bundles them):
 
 ========================  ==============================================  ===========================

@@ -1,10 +1,10 @@
-"""Moved (issue 29 item 1): the status figures are the read layer's, :mod:`trn_notebook.backends.status`;
+"""Moved (issue 29 item 1): the status figures are the read layer's, :mod:`trn_notebook.facts.status`;
 the ``%trn status`` card is :func:`trn_notebook.session.status_card.status`. This name stays for one
 release and re-exports both (read-only: patch the new modules, not this one)."""
 
 from __future__ import annotations
 
-from .backends.status import (
+from .facts.status import (
     StatusError,
     StatusPayload,
     current_device,

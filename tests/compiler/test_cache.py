@@ -278,9 +278,9 @@ def test_a_world_writable_cache_dir_of_ours_is_refused_and_left_as_it_is(cache_d
 
 
 def test_cache_results_are_counted_once_by_one_rule(cache_dir):
-    from trn_notebook import backends
-    from trn_notebook.backends.status import status_payload
+    from trn_notebook import facts
     from trn_notebook.compiler.compile_log import CompileSummary, cache_hit
+    from trn_notebook.facts.status import status_payload
     from trn_notebook.session.compiled import CompileReport
 
     compile_again()  # a miss, stored
@@ -291,7 +291,7 @@ def test_cache_results_are_counted_once_by_one_rule(cache_dir):
     records = compile_log.snapshot()
     assert [r.cache_result for r in records] == ["miss", "disk hit", "memory hit"]
     assert [cache_hit(r.cache_result) for r in records] == [False, True, True] == [r.is_hit for r in records]
-    summary = backends.current().compile_summary()
+    summary = facts.current().compile_summary()
     assert summary == CompileSummary.of(records) and summary.by_result == {"miss": 1, "memory hit": 1, "disk hit": 1}
     assert (summary.hits, summary.misses, summary.known) == (2, 1, True)
     payload = status_payload()  # the status bar reads the same count

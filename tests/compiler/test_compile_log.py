@@ -7,9 +7,9 @@ import threading
 import torch
 
 import trn_notebook
-from trn_notebook.backends.status import state_snapshot
 from trn_notebook.compiler.compile_log import CompileRecord, LiveRecord, compile_log
 from trn_notebook.device.placement import placement_log
+from trn_notebook.facts.status import state_snapshot
 
 
 def test_runs_are_counted_under_the_lock_and_unchanged_records_are_not_copied_again(fresh_compiler):

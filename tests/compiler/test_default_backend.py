@@ -17,8 +17,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.nn.attention.flex_attention import create_block_mask, create_mask, flex_attention
 
-from trn_notebook.backends import dynamo as routing
 from trn_notebook.compiler import compile_log
+from trn_notebook.facts import dynamo as routing
 
 pytestmark = pytest.mark.usefixtures("fresh_compiler")
 

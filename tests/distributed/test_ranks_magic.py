@@ -26,7 +26,7 @@ print("sum", x.cpu().tolist())
 """
 
 OWN_PLACEMENT = """
-from trn_notebook.backends.simulator import placement_of
+from trn_notebook.facts.simulator import placement_of
 from trn_notebook.device.placement import placement_log
 mark = placement_log.snapshot()
 m = torch.ones(4, 4, device="neuron")

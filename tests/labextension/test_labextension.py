@@ -24,10 +24,10 @@ from tests.browser_utils import (
     REPO_ROOT,
 )
 from trn_notebook.magics import status_comm
-from trn_notebook.backends.status import StatusPayload
+from trn_notebook.facts.status import StatusPayload
 from trn_notebook.magics.status_comm import TARGET_NAME, register, unregister
 from trn_notebook.presentation import fmt_compile
-from trn_notebook.backends.status import status_strings
+from trn_notebook.facts.status import status_strings
 
 from .build import BUILD_DIR, INSTALL_JSON, committed_build
 
@@ -277,7 +277,7 @@ def test_status_line_shows_the_modeled_compile_beside_the_measured_one():
 KERNEL_SETUP = """
 from trn_notebook.magics.status_comm import register
 from trn_notebook.presentation import fmt_compile
-from trn_notebook.backends.status import status_strings
+from trn_notebook.facts.status import status_strings
 state = {"memory_allocated": 0}
 def payload():
     p = {"type": "status", "loaded": True, "device": "neuron:0", "label": "neuron:0 trn2 (sim)",

@@ -44,7 +44,7 @@ def trn(line):  # stands in for the real %trn until this notebook uses %load_ext
 state = {"memory_allocated": 0}
 
 from trn_notebook.presentation import fmt_compile
-from trn_notebook.backends.status import status_strings
+from trn_notebook.facts.status import status_strings
 
 def payload():
     p = {"type": "status", "loaded": True, "device": "neuron:0", "label": "neuron:0 trn2 (sim)",

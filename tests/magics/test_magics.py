@@ -11,9 +11,9 @@ import torch
 from IPython.core.error import UsageError
 
 import trn_notebook
-from trn_notebook.backends.status import state_snapshot, status_payload
 from trn_notebook.device import get_config, placement_log
 from trn_notebook.device.runtime import allocator, get_chip
+from trn_notebook.facts.status import state_snapshot, status_payload
 from trn_notebook.magics import render
 from trn_notebook.results import Result
 from trn_notebook.session.events import cell_finished
@@ -325,7 +325,7 @@ def test_post_run_cell_refreshes_the_snapshot_only_when_something_changed(ip):
 
 
 def test_status_payload_has_every_status_bar_field():
-    from trn_notebook.backends.status import StatusPayload
+    from trn_notebook.facts.status import StatusPayload
 
     assert set(status_payload()) == set(StatusPayload.__annotations__)
 

@@ -52,7 +52,7 @@ def test_every_public_subpackage_the_readme_names_is_an_attribute_after_import()
         "import trn_notebook as t; "
         "assert callable(t.cache.export) and callable(t.cache.import_); "
         "assert callable(t.nki.nki_op) and callable(t.compat.compatibility_table) and callable(t.zoo.run_zoo); "
-        "assert callable(t.backends.current) and callable(t.device.policy_table); "
+        "assert callable(t.facts.current) and callable(t.device.policy_table); "
         "import sys; print('ok')"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import torch
 
-from trn_notebook import backends, session
-from trn_notebook.backends.status import status_payload
+from trn_notebook import facts, session
 from trn_notebook.device.placement import placement_log
 from trn_notebook.device.runtime import allocator
+from trn_notebook.facts.status import status_payload
 from trn_notebook.session.status_card import status
 
 
@@ -31,5 +31,5 @@ def test_ops_and_memory_views_match_the_owners_snapshots(fresh_device):
     assert f"{memory.live_segments} segments" in table and "simulator-only" not in table
     payload = status_payload()
     assert payload["memory_allocated"] == memory.counters.allocated and payload["cache_hits"] == 0
-    assert payload["fallback_ops"] == len(backends.current().placement().fallback_ops)
+    assert payload["fallback_ops"] == len(facts.current().placement().fallback_ops)
     del y

@@ -6,7 +6,7 @@ The modeled seconds (column ``device_ms``) are the device kernel time for native
 fallbacks, the modeled copies both ways plus the modeled host compute (what the fallback adds to the critical path). The hot path updates plain lists in
 place; :meth:`PlacementLog.snapshot` turns them into frozen :class:`PlacementEntry` records inside
 a :class:`PlacementSnapshot`. The aggregations (calls by category, fallback share, bytes moved) live
-in one place, the backend-neutral :class:`trn_notebook.backends.base.Placement` that the simulator
+in one place, the backend-neutral :class:`trn_notebook.facts.base.Placement` that the simulator
 backend builds from this snapshot; nothing else counts ops.
 """
 
@@ -63,8 +63,8 @@ class PlacementEntry:
 class PlacementSnapshot(Mapping[str, PlacementEntry]):
     """The placement log at one moment (or a window between two), by op (seconds and bytes).
 
-    Aggregations are not here: ``trn_notebook.backends.simulator.placement_of(snapshot)`` gives the
-    :class:`~trn_notebook.backends.base.Placement` every view aggregates through.
+    Aggregations are not here: ``trn_notebook.facts.simulator.placement_of(snapshot)`` gives the
+    :class:`~trn_notebook.facts.base.Placement` every view aggregates through.
     """
 
     entries: dict[str, PlacementEntry] = field(default_factory=dict)

@@ -120,7 +120,7 @@ def compare_ranks(
     """
     import pandas as pd
 
-    from ..backends import current
+    from ..facts import current
 
     current().require_simulator(
         "trn_notebook.compare_ranks (simulated ranks with modeled collectives)",

@@ -77,9 +77,9 @@ class _Stream:
 def _figures(before: Any, placed_before: Any, t0_s: float, wall_s: float, rank: int) -> dict[str, Any]:
     import torch
 
-    from ..backends.simulator import placement_of
     from ..device.clocks import clocks
     from ..device.placement import placement_log
+    from ..facts.simulator import placement_of
     from .ledger import comm_log, exposed_comm
 
     # the project's one aggregation: host-only view ops are neither native calls nor CPU fallbacks

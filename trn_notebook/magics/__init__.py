@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from IPython.core.interactiveshell import InteractiveShell
 
-from ..backends.status import state_snapshot
+from ..facts.status import state_snapshot
 from ..session.events import cell_finished
 from . import hooks, status_comm
 from .trn import TrnMagics

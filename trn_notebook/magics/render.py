@@ -36,9 +36,9 @@ def widget(widget_name: str, fallback: Result, **kwargs: Any) -> Any:
 
 def simulator_only(what: str, instead: str) -> Message | None:
     """On hardware, the message that ``what`` is simulator-only and what to use instead; None on the simulator."""
-    from .. import backends
+    from .. import facts
 
-    backend = backends.current()
+    backend = facts.current()
     if backend.is_simulator:
         return None
     return Message(f"{what} is simulator-only (n/a with {backend.name}). On hardware: {instead}", "warning")
@@ -47,9 +47,9 @@ def simulator_only(what: str, instead: str) -> Message | None:
 def render_ops(result: Result, *, reset: bool) -> Any:
     """The placement view; the table when the log was just reset (the cleared rows stay visible) or is
     longer than :data:`WIDGET_MAX_OPS` ops (the table shows the top ops and stays within 50 ms)."""
-    from .. import backends
+    from .. import facts
 
-    if reset or len(backends.current().placement()) > WIDGET_MAX_OPS:
+    if reset or len(facts.current().placement()) > WIDGET_MAX_OPS:
         return result
     return widget("PlacementView", result)
 

@@ -8,7 +8,7 @@ it sees the kernel (on each kernel change, after a restart and after each execut
 the kernel closes it at once while the target is not registered). Over every comm a front end opened,
 the kernel sends a :class:`StatusPayload` at once, then a new one after each cell whose payload differs
 from the last one sent. The payload is produced by a callable handed in by the caller
-(``trn_notebook.backends.status.status_payload``); this module only transports it and never reads the device.
+(``trn_notebook.facts.status.status_payload``); this module only transports it and never reads the device.
 
 After a page reload the front end finds the comm it had opened with a ``comm_info_request`` and sends
 ``{"type": "request"}`` on it, answered with the current payload.
@@ -26,7 +26,7 @@ from comm.base_comm import BaseComm
 from IPython.core.interactiveshell import InteractiveShell
 
 from .. import state as _state
-from ..backends.status import StatusError, StatusPayload
+from ..facts.status import StatusError, StatusPayload
 from ..session.events import cell_finished
 
 __all__ = [

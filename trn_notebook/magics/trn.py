@@ -13,8 +13,8 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.display import display
 
-from .. import backends, session
-from ..backends import SimulatorOnlyError
+from .. import facts, session
+from ..facts import SimulatorOnlyError
 from ..results import Message, Preformatted
 from ..session.compiled import CellInputError, default_name
 from ..session.device import DeviceUnavailableError
@@ -347,7 +347,7 @@ class TrnMagics(Magics):
 
         reset(compiled=not args.keep_compiled)
         kept = "compiled graphs kept in memory" if args.keep_compiled else "compiled graphs dropped from memory"
-        backend = backends.current()
+        backend = facts.current()
         if not backend.is_simulator:
             done = ", ".join(backend.reset_tracking())
             return Message(f"reset ({backend.name}): {done} cleared; {kept}")

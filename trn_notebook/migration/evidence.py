@@ -1,7 +1,7 @@
 """Collect the evidence for a migration report from the session's single sources of truth.
 
 Nothing here invents a figure: a row with no measurement says so ("not measured in this session"). Facts are
-read through the live backend (:func:`trn_notebook.backends.current`): the simulator, or TorchNeuron on a Trn2,
+read through the live backend (:func:`trn_notebook.facts.current`): the simulator, or TorchNeuron on a Trn2,
 where what it does not report shows as "n/a".
 """
 
@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from .. import backends
-from ..backends.base import NA
+from .. import facts
 from ..device.policy import policy
 from ..device.runtime import get_chip
+from ..facts.base import NA
 
 if TYPE_CHECKING:
     from ..compiler.compile_log import CompileRecord
@@ -49,7 +49,7 @@ class Evidence:
 def _versions() -> dict[str, str]:
     from .._version import __version__
 
-    backend = backends.current()
+    backend = facts.current()
     versions = {"python": platform.python_version(), "torch": torch.__version__, "trn-notebook": __version__}
     if backend.is_simulator:
         chip = get_chip()
@@ -62,7 +62,7 @@ def _versions() -> dict[str, str]:
 
 
 def _placement() -> dict[str, Any]:
-    rows = backends.current().placement()
+    rows = facts.current().placement()
     calls: dict[str, Any] = {}
     for r in rows.values():
         known = calls.get(r["category"], 0)
@@ -182,7 +182,7 @@ def _session_three_way() -> dict[str, Any] | None:
 def _latency(dev_model: torch.nn.Module, inputs: tuple[Any, ...], runs: int, batch: int | None) -> dict[str, Any]:
     """Synchronised eager latency on the device: wall and modeled device time per run, each labelled."""
     dev_inputs = _to(inputs, "neuron")
-    backend = backends.current()
+    backend = facts.current()
     walls: list[float] = []
     modeled: list[float] = []
     with torch.no_grad():
@@ -212,13 +212,13 @@ def _latency(dev_model: torch.nn.Module, inputs: tuple[Any, ...], runs: int, bat
 
 
 def _compile_records() -> list[CompileRecord]:
-    return backends.current().compile_records()
+    return facts.current().compile_records()
 
 
 def _startup(records: list[CompileRecord]) -> dict[str, Any] | None:
     if not records:
         return None
-    s = backends.current().compile_summary()  # TorchNeuron's metrics do not say hit or miss: None
+    s = facts.current().compile_summary()  # TorchNeuron's metrics do not say hit or miss: None
     warm = [r.warm_s for r in records if r.warm_s]
     return {
         "graphs": len(records),
@@ -233,7 +233,7 @@ def _startup(records: list[CompileRecord]) -> dict[str, Any] | None:
         if s is not None
         else f"cache hits {NA} (the backend's metrics do not say)",
         "warm_call_s": statistics.median(warm) if warm else None,
-        "wall_label": "simulator on this host" if backends.current().is_simulator else "Trainium hardware",
+        "wall_label": "simulator on this host" if facts.current().is_simulator else "Trainium hardware",
         "recompile_reasons": [reason for r in records for reason in r.recompile_reasons][:5],
     }
 
@@ -242,7 +242,7 @@ def _custom_kernels() -> str:
     """The custom (NKI) kernels that ran on the device this session, from the placement log."""
     from ..nki.bridge import CATEGORY
 
-    rows = backends.current().placement()
+    rows = facts.current().placement()
     ran = sorted((name, r["calls"]) for name, r in rows.items() if r["category"] == CATEGORY)
     if not ran:
         return "none ran eagerly on neuron in this session"
@@ -260,7 +260,7 @@ def _maintain(records: list[CompileRecord]) -> dict[str, Any]:
         buckets = sorted({str(v.policy) for v in shape_log.snapshot().values() if v.policy})
     except ImportError:
         pass
-    simulator = backends.current().is_simulator
+    simulator = facts.current().is_simulator
     overrides: Any = {name: rule.category for name, rule in policy._overrides.items()} if simulator else NA
     from ..device.registration import SUPPORTED_TORCH
 

@@ -166,7 +166,7 @@ def compare_numerics(
 
 def _hardware_name() -> str:
     """The live backend's name when ``neuron`` is real Trainium (TorchNeuron), else ``""`` (the simulator)."""
-    from ..backends import current
+    from ..facts import current
 
     backend = current()
     return "" if backend.is_simulator else backend.name

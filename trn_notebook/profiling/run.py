@@ -135,7 +135,7 @@ def profile(
     """
     if torch._C._get_privateuse1_backend_name() != "neuron":
         raise RuntimeError("the neuron device is not registered: `import trn_notebook` first (it registers 'neuron')")
-    from ..backends import current
+    from ..facts import current
 
     current().require_simulator(
         "trn_notebook.profile() (modeled device lanes)",

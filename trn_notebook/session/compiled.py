@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from .. import backends
+from .. import facts
 from .. import state as _state
-from ..backends.base import NA, NOT_MEASURED
+from ..facts.base import NA, NOT_MEASURED
 from ..presentation import COMPILE_STAGE_LABELS, fmt_compile
 from ..results import Card, Result, Table, fmt_s
 from .cellfunc import VALUE_NAME, CellFunction, rewrite_cell
@@ -200,7 +200,7 @@ def _record_key(record: CompileRecord) -> tuple[Any, ...]:
 
 
 def _compile_records() -> list[CompileRecord]:
-    return backends.current().compile_records()
+    return facts.current().compile_records()
 
 
 def _cell_lines(exc: BaseException, filename: str, describe_source: SourceFn | None) -> BaseException:
@@ -223,7 +223,7 @@ def _build(
 
     raw = cell.make(namespace)
     raw.__name__ = raw.__qualname__ = name
-    if not backends.current().is_simulator:  # TorchNeuron's compiler: backend="neuron" resolves to it
+    if not facts.current().is_simulator:  # TorchNeuron's compiler: backend="neuron" resolves to it
         if buckets is not None:
             raise CellInputError(
                 "--buckets is simulator-only (trn_notebook.bucketed); on hardware pad the inputs to fixed bucket "
@@ -291,7 +291,7 @@ def compile_cell(
     fresh = entry is None
     fn = entry.fn if entry is not None else _build(cell, namespace, name, fullgraph, mode, options, policy, bucket_dims)
     seen = {_record_key(r) for r in _compile_records()}
-    device_before = backends.current().device_time_s()
+    device_before = facts.current().device_time_s()
     if on_progress is not None:
         compiler.progress.add_listener(on_progress)
     try:
@@ -332,7 +332,7 @@ def compile_cell(
 
 def _since(before: float | None) -> float | None:
     """Modeled device seconds since ``before`` (None on a backend that does not model device time)."""
-    now = backends.current().device_time_s()
+    now = facts.current().device_time_s()
     return None if now is None or before is None else now - before
 
 

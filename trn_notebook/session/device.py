@@ -6,15 +6,15 @@ import os
 
 import torch
 
-from .. import backends
-from ..backends.base import NA
-from ..backends.status import current_device
+from .. import facts
 from ..device import register
 from ..device.chips import CHIPS as CHIP_SPECS
 from ..device.config import get_config, set_config
 from ..device.numerics import numerics as _numerics
 from ..device.numerics import numerics_policy, parse_numerics
 from ..device.runtime import get_chip, set_chip
+from ..facts.base import NA
+from ..facts.status import current_device
 from ..results import Card, fmt_bytes
 
 CHIPS = tuple(sorted(CHIP_SPECS))
@@ -42,7 +42,7 @@ class DeviceUnavailableError(RuntimeError):
 def device_card() -> Card:
     """A card describing the current default device (chip, cores, HBM, mode) or the CPU, and the live backend."""
     device = current_device()
-    backend = backends.current()
+    backend = facts.current()
     if not device.startswith("neuron"):
         return Card(
             f"default device: {device}",
@@ -79,7 +79,7 @@ def _version() -> str:
     return str(__version__)
 
 
-def _hardware_card(device: str, backend: backends.Backend) -> Card:
+def _hardware_card(device: str, backend: facts.Backend) -> Card:
     """The device card on real hardware: TorchNeuron's device properties; simulator rows say n/a."""
     props = backend.device_properties()
     total = props.get("total_memory")
@@ -136,7 +136,7 @@ def use_device(
         return device_card()
     if name != "neuron":
         raise ValueError(f"unknown device {name!r}; valid devices: neuron, cpu")
-    backend = backends.current()
+    backend = facts.current()
     if not backend.is_simulator:
         return _use_hardware(backend, chip=chip, cores=cores, blocking=blocking, fusion=fusion, numerics=numerics)
     register()
@@ -157,7 +157,7 @@ def use_device(
 
 
 def _use_hardware(
-    backend: backends.Backend,
+    backend: facts.Backend,
     *,
     chip: str | None,
     cores: int | None,

@@ -19,14 +19,14 @@ from types import TracebackType
 
 import torch
 
-from .. import backends
+from .. import facts
 from .. import state as _state
-from ..backends.base import OpPlacement, Placement
-from ..backends.simulator import placement_of
 from ..device.clocks import clocks
 from ..device.config import override
 from ..device.placement import placement_log
 from ..device.runtime import allocator
+from ..facts.base import OpPlacement, Placement
+from ..facts.simulator import placement_of
 from ..results import Card, Result, Table, fmt_bytes, fmt_s
 from .eager_hw import HardwareEagerReport, HardwareEagerWindow
 
@@ -158,7 +158,7 @@ class EagerWindow:
         self._phase = f"%%trn eager #{next(_window_ids)}"
 
     def __enter__(self) -> EagerWindow:
-        backend = backends.current()
+        backend = facts.current()
         if not backend.is_simulator:  # TorchNeuron: placement and memory only, through the hardware window
             if self.fusion or self.strict:
                 backend.require_simulator(

@@ -12,8 +12,8 @@ from types import TracebackType
 
 import torch
 
-from .. import backends
-from ..backends.base import NA, NOT_MEASURED, Placement, shown
+from .. import facts
+from ..facts.base import NA, NOT_MEASURED, Placement, shown
 from ..results import Card, Result, Table, fmt_bytes, fmt_s
 
 TOP_FALLBACKS = 10
@@ -73,7 +73,7 @@ class HardwareEagerWindow:
         self.report: HardwareEagerReport | None = None
 
     def __enter__(self) -> HardwareEagerWindow:
-        self._backend = backends.current()
+        self._backend = facts.current()
         self._prev_device = torch.get_default_device()
         if self.on_device:
             torch.set_default_device(torch.device("neuron", 0))

@@ -2,7 +2,7 @@
 
 IPython calls :meth:`CellEvents.emit` after each cell (one ``post_run_cell`` hook, installed by
 ``%load_ext trn_notebook`` or by the first subscriber). It reads the session's state once —
-:func:`trn_notebook.backends.status.state_snapshot`, cheap when nothing moved — and hands the same
+:func:`trn_notebook.facts.status.state_snapshot`, cheap when nothing moved — and hands the same
 :class:`CellFinished` to every subscriber: the status-bar comm, the dashboard, live memory views.
 Subscribers are held weakly when they are bound methods, so a closed widget never keeps a hook alive;
 a failing subscriber is logged and the others still run.
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import state as _state
-from ..backends.status import state_snapshot
+from ..facts.status import state_snapshot
 
 log = logging.getLogger(__name__)
 

@@ -1,17 +1,17 @@
-"""The ``%trn status`` card: the read layer's status figures (:mod:`trn_notebook.backends.status`) rendered."""
+"""The ``%trn status`` card: the read layer's status figures (:mod:`trn_notebook.facts.status`) rendered."""
 
 from __future__ import annotations
 
-from .. import backends
-from ..backends.base import NA
-from ..backends.status import status_payload
+from .. import facts
 from ..device.config import get_config
+from ..facts.base import NA
+from ..facts.status import status_payload
 from ..results import Card, fmt_bytes
 
 
 def status() -> Card:
     """The ``%trn status`` card: device, memory, compile cache and fallbacks in one place."""
-    backend = backends.current()
+    backend = facts.current()
     p = status_payload()
     memory = backend.memory_snapshot()
     if backend.is_simulator:

@@ -14,9 +14,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .. import backends
-from ..backends.base import NA
+from .. import facts
 from ..device.clocks import clocks
+from ..facts.base import NA
 from ..results import Card, Result, fmt_s
 
 AUTO_TARGET_S = 0.05  # auto-chosen loops per run aim at this much wall time
@@ -24,7 +24,7 @@ AUTO_MAX_LOOPS = 1000
 
 
 def _sync() -> None:
-    backends.current().synchronize()
+    facts.current().synchronize()
 
 
 @dataclass(repr=False)
@@ -140,7 +140,7 @@ def timeit(
     if (number is not None and number < 1) or repeat < 1 or warmup < 0:
         raise ValueError("-n and -r must be at least 1 and --warmup at least 0")
     boundary = _sync if sync else (lambda: None)
-    simulated = backends.current().is_simulator
+    simulated = facts.current().is_simulator
 
     def run(loops: int) -> tuple[float, float, float]:
         _sync()  # every run starts from an idle device (else --no-sync runs queue behind each other)

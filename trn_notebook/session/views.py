@@ -19,10 +19,10 @@ from typing import Any
 
 import torch
 
-from .. import backends
-from ..backends.base import NA, NOT_MEASURED, shown
+from .. import facts
 from ..compiler.shape_log import ShapeEntry
 from ..extras import MissingExtra
+from ..facts.base import NA, NOT_MEASURED, shown
 from ..presentation import EXPLAIN_STAGES, WALL_MS
 from ..results import Card, Message, Preformatted, Result, Sections, Table, fmt_bytes
 
@@ -46,7 +46,7 @@ def ops(*, reset: bool = False, max_rows: int = 50) -> Result:
     Read through the live backend: on hardware the cost, transfer and source columns say "not measured".
     ``reset=True`` clears the log after reading it (the result shows what was cleared).
     """
-    backend = backends.current()
+    backend = facts.current()
     placement = backend.placement()
     top = sorted(placement.items(), key=lambda kv: (kv[1].device_ms or 0.0, kv[1].calls or 0), reverse=True)
     rows = [
@@ -107,7 +107,7 @@ def memory(*, reset_peak: bool = False, empty_cache: bool = False) -> Result:
     Read through the live backend (on hardware ``torch.neuron.memory_stats()``; peaks by phase are simulator-only).
     Raises ``RuntimeError`` when the hardware backend lacks the function asked for.
     """
-    backend = backends.current()
+    backend = facts.current()
     notes = []
     if empty_cache:
         released = backend.empty_cache()
@@ -164,7 +164,7 @@ def cache(*, clear: bool = False, directory: str | None = None) -> Result:
     from ..compiler import config as cconfig
     from ..compiler import disk_cache as ccache
 
-    backend = backends.current()
+    backend = facts.current()
     notes = []
     if directory is not None:
         path = Path(directory).expanduser()
@@ -194,7 +194,7 @@ def cache(*, clear: bool = False, directory: str | None = None) -> Result:
     return Table(f"compile cache: {ccache.cache_dir()} ({len(entries)} entries)", cols, rows, notes)
 
 
-def _neff_cache(backend: backends.Backend, clear: bool, notes: list[str]) -> Result:
+def _neff_cache(backend: facts.Backend, clear: bool, notes: list[str]) -> Result:
     """TorchNeuron's NEFF cache directory as a table (entry name, size, modification time)."""
     root = backend.cache_dir()
     if clear:

@@ -1,6 +1,6 @@
 """CacheView: the compiled graphs of the session (compile log) and the persistent cache, with a clear button.
 
-Reads the live backend (``backends.current()``: ``compile_records()``, ``cache_dir()``, ``cache_entries()``):
+Reads the live backend (``facts.current()``: ``compile_records()``, ``cache_dir()``, ``cache_entries()``):
 the simulator's compile log and cache, or TorchNeuron's dynamo metrics and NEFF cache directory (where modeled
 times, fused kernels, stages and cache results are n/a). Clearing calls the simulator's ``disk_cache.clear_cache()``
 and only when the front end confirmed (the view asks first); TorchNeuron's NEFF cache is never cleared here.
@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 import traitlets
 
-from .. import backends
-from ..backends.base import NA
+from .. import facts
+from ..facts.base import NA
 from ..presentation import COMPILE_STAGES, fmt_compile, plural
 from . import _html
 from ._base import STATIC, TrnWidget
@@ -124,7 +124,7 @@ class CacheView(TrnWidget):
 
     def refresh(self) -> None:
         """Re-read the compile records and the persistent cache index of the live backend."""
-        backend = backends.current()
+        backend = facts.current()
         self._rows = [graph_row(e) for e in backend.compile_records()]
         with self.hold_sync():
             self.graphs = list(self._rows)
@@ -140,7 +140,7 @@ class CacheView(TrnWidget):
 
     def source_version(self) -> Any:
         """The compile records' version and the cache directory in force (None: unknown, refresh)."""
-        backend = backends.current()
+        backend = facts.current()
         version = backend.compile_version()
         return None if version is None else (version, str(backend.cache_dir()))
 
@@ -154,7 +154,7 @@ class CacheView(TrnWidget):
 
         Raises ``ValueError`` on hardware: the NEFF cache is TorchNeuron's and is never deleted from here.
         """
-        backend = backends.current()
+        backend = facts.current()
         if not backend.is_simulator:
             raise ValueError(
                 f"the NEFF cache ({self.cache_dir}) belongs to {backend.name}; remove the directory yourself"

@@ -1,6 +1,6 @@
 """MemoryView: device memory counters (current and peak), per-phase peaks and a live timeline.
 
-Everything comes from the live backend's memory snapshot (``backends.current().memory_snapshot()``, a
+Everything comes from the live backend's memory snapshot (``facts.current().memory_snapshot()``, a
 :class:`~trn_notebook.device.allocator.MemorySnapshot`: counters, capacity, phase peaks, timeline and OOM
 events; on hardware from ``torch.neuron.memory_stats()``, with no phases, timeline or OOMs — the view says
 so). A live view runs one daemon thread
@@ -19,7 +19,7 @@ from typing import Any, Literal, TypedDict
 
 import traitlets
 
-from .. import backends
+from .. import facts
 from ..device.allocator import MemoryCounters, MemorySnapshot
 from ..session.events import CellFinished, cell_finished
 from . import _html
@@ -51,7 +51,7 @@ def downsample(points: list[Point], limit: int) -> list[Point]:
 
 def read_counters(snapshot: MemorySnapshot | None = None) -> dict[str, int]:
     """The counters and capacity of ``snapshot`` (default: the live backend's memory snapshot)."""
-    snap = backends.current().memory_snapshot() if snapshot is None else snapshot
+    snap = facts.current().memory_snapshot() if snapshot is None else snapshot
     counters = {f.name: int(getattr(snap.counters, f.name)) for f in _COUNTER_FIELDS}
     counters["capacity"] = int(snap.capacity)
     return counters
@@ -106,7 +106,7 @@ class MemoryView(TrnWidget):
     def refresh(self) -> None:
         """Re-read every counter, the phase peaks, the whole timeline and the OOM events."""
         with self._sync:  # the live thread and a refresh never interleave
-            backend = backends.current()
+            backend = facts.current()
             snap = backend.memory_snapshot()
             timeline = downsample([list(p) for p in snap.timeline], MAX_STATE_POINTS)
             ooms: list[Point] = [list(o) for o in snap.oom_events]
@@ -121,11 +121,11 @@ class MemoryView(TrnWidget):
 
     def source_version(self) -> Any:
         """The backend's memory version (allocations, frees, OOMs, capacity, newest sample, phases; None: unknown)."""
-        return backends.current().memory_version()
+        return facts.current().memory_version()
 
     def poll(self) -> list[Point]:
         """Send the timeline samples newer than the last ones sent (and fresh counters); return them."""
-        backend = backends.current()
+        backend = facts.current()
         version = backend.memory_version()
         if version is not None and version == getattr(self, "_polled", None):
             return []  # nothing new: the common case between allocations costs no lock and no message

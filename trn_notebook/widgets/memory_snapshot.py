@@ -56,9 +56,9 @@ class MemorySnapshotWidget(TrnWidget):
         snapshot."""
         if isinstance(snapshot, (str, os.PathLike)):
             snapshot = load_snapshot_json(os.fspath(snapshot))
-        from .. import backends
+        from .. import facts
 
-        backend = backends.current()
+        backend = facts.current()
         if snapshot is None and not backend.is_simulator:  # the live allocator's blocks are the simulator's
             kwargs.setdefault("note", f"{HARDWARE_NOTE} ({backend.name})")
             snapshot = {"segments": []}

@@ -1,6 +1,6 @@
 """PlacementView: the placement log as a sortable, filterable table coloured by category.
 
-Reads the live backend's placement (``backends.current().placement()``: the simulator's placement log, or
+Reads the live backend's placement (``facts.current().placement()``: the simulator's placement log, or
 TorchNeuron's executed/fallback ops with costs "not measured"), or a given window (a per-cell ``diff_snapshots``). The
 "modeled ms" column is the placement log's modeled time: device kernel time for device ops; for a
 CPU fallback, both host<->device copies plus the modeled host compute (a roofline on the host CPU) — so
@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 import traitlets
 
-from .. import backends
-from ..backends.base import NOT_MEASURED, Placement, shown
-from ..backends.simulator import placement_of
+from .. import facts
+from ..facts.base import NOT_MEASURED, Placement, shown
+from ..facts.simulator import placement_of
 from ..presentation import WALL_MS
 from . import _html
 from ._base import STATIC, TrnWidget
@@ -87,9 +87,9 @@ def _sort_key(value: Any) -> Any:
 class PlacementView(TrnWidget):
     """Where each ATen op ran and what it cost: a sortable table, filter and colour by category.
 
-    Reads the live backend's placement (``backends.current().placement()``; on hardware the cost columns say
+    Reads the live backend's placement (``facts.current().placement()``; on hardware the cost columns say
     "not measured"). ``window`` is a placement-log snapshot or a difference of two (``diff_snapshots``), or a
-    :class:`~trn_notebook.backends.base.Placement`, for a per-cell view; ``None`` shows the whole session and
+    :class:`~trn_notebook.facts.base.Placement`, for a per-cell view; ``None`` shows the whole session and
     :meth:`refresh` re-reads it.
     """
 
@@ -118,7 +118,7 @@ class PlacementView(TrnWidget):
 
     def refresh(self) -> None:
         """Re-read the placement (or keep the fixed window) and rebuild rows and totals."""
-        backend = backends.current()
+        backend = facts.current()
         self._placement = backend.placement() if self._window is None else self._window
         self._all = rows_of(self._placement)
         self.backend = backend.name
@@ -128,7 +128,7 @@ class PlacementView(TrnWidget):
 
     def source_version(self) -> Any:
         """The backend's placement version (a fixed window never changes; None: unknown, refresh)."""
-        return "window" if self._window is not None else backends.current().placement_version()
+        return "window" if self._window is not None else facts.current().placement_version()
 
     @traitlets.observe("sort_by", "sort_desc", "category_filter")
     def _view_changed(self, change: dict[str, Any]) -> None:

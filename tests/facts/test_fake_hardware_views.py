@@ -93,8 +93,8 @@ for name, text in (("ops_table", "ops"), ("memory_table", "memory"), ("cache_tab
 magic_render.prefer_widgets = True
 
 from trn_notebook import widgets
-from trn_notebook.backends.status import status_payload
-from trn_notebook.backends.status import StatusPayload
+from trn_notebook.facts.status import status_payload
+from trn_notebook.facts.status import StatusPayload
 
 placement = widgets.PlacementView()
 out["placement_rows"] = sorted(r["op"] for r in placement.rows)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from trn_notebook import backends
-from trn_notebook.backends.base import NOT_MEASURED, OpPlacement, Placement
-from trn_notebook.backends.simulator import placement_of
+from trn_notebook import facts
 from trn_notebook.device.placement import placement_log
+from trn_notebook.facts.base import NOT_MEASURED, OpPlacement, Placement
+from trn_notebook.facts.simulator import placement_of
 
 
 def test_hardware_placement_aggregates_counts_and_leaves_costs_unmeasured():
@@ -33,7 +33,7 @@ def test_simulator_placement_is_the_placement_log_with_every_figure(fresh_device
     with pytest.warns(UserWarning):
         torch.sort(x)  # a documented CPU fallback
     snap = placement_log.snapshot()
-    p = backends.current().placement()
+    p = facts.current().placement()
     assert list(p) == list(placement_of(snap)) == [f"aten::{n}" for n in sorted(snap)]
     assert p.measured and set(p.calls_by_category) == {"native", "cpu_fallback", "unsupported", "host_only"}
     assert p.calls_by_category["native"] == sum(e.calls for e in snap.values() if e.category == "native")
@@ -43,5 +43,5 @@ def test_simulator_placement_is_the_placement_log_with_every_figure(fresh_device
     assert [op for op, _ in p.fallbacks] == ["aten::sort"]
     assert p["aten::sort"].category == "cpu_fallback" and p["aten::sort"].source
     x @ x
-    window = backends.current().placement().since(p)
+    window = facts.current().placement().since(p)
     assert list(window) == ["aten::mm"] and window["aten::mm"].calls == 1 and window["aten::mm"].device_ms > 0

@@ -14,9 +14,9 @@ from .fakehw import run
 def test_without_torch_neuronx_neuron_and_neuron_sim_are_the_simulators_compiler(fresh_compiler):
     from torch._dynamo.backends.registry import lookup_backend
 
-    from trn_notebook.backends import dynamo
     from trn_notebook.compiler import compile_log
     from trn_notebook.compiler.backend import neuron_backend
+    from trn_notebook.facts import dynamo
 
     assert dynamo.real_dynamo_backend() is None and dynamo.live_compiler() == "trn_notebook simulator"
     assert lookup_backend("neuron_sim") is neuron_backend
@@ -60,7 +60,7 @@ def test_torch_neuronx_without_a_neuron_entry_point_is_a_loud_error_not_the_simu
     import importlib.metadata
     import types
 
-    from trn_notebook.backends import dynamo
+    from trn_notebook.facts import dynamo
 
     ours = types.SimpleNamespace(dist=types.SimpleNamespace(metadata={"Name": "trn_notebook"}), load=lambda: None)
     monkeypatch.setattr(dynamo, "real_backend_present", lambda: True)

@@ -13,12 +13,12 @@ from .fakehw import run
 
 PROBE = r"""
 import torch, trn_notebook
-from trn_notebook import backends
-from trn_notebook.backends import SimulatorOnlyError
+from trn_notebook import facts
+from trn_notebook.facts import SimulatorOnlyError
 
-b = backends.current()
+b = facts.current()
 assert type(b).__name__ == "TorchNeuronBackend" and not b.is_simulator, b
-print("DESCRIBE", backends.describe())
+print("DESCRIBE", facts.describe())
 assert trn_notebook.get_executed_ops() == {"aten::_linalg_svd": 1, "aten::add.Tensor": 2, "aten::mm": 4}
 assert trn_notebook.get_fallback_ops() == ["aten::_linalg_svd"]
 table = trn_notebook.op_table()

@@ -9,16 +9,16 @@ import pytest
 import torch
 
 import trn_notebook
-from trn_notebook import backends
-from trn_notebook.backends.simulator import SimulatorBackend
+from trn_notebook import facts
 from trn_notebook.device.autoload import real_backend_present
 from trn_notebook.device.placement import placement_log
+from trn_notebook.facts.simulator import SimulatorBackend
 
 
 def test_simulator_is_the_live_backend_and_satisfies_the_protocol(fresh_device):
-    backend = backends.current()
-    assert isinstance(backend, SimulatorBackend) and isinstance(backend, backends.Backend)
-    assert backend.is_simulator and "simulator" in backends.describe() and "neuron_sim" in backends.describe()
+    backend = facts.current()
+    assert isinstance(backend, SimulatorBackend) and isinstance(backend, facts.Backend)
+    assert backend.is_simulator and "simulator" in facts.describe() and "neuron_sim" in facts.describe()
     props = backend.device_properties()
     assert props["simulated"] is True and props["total_memory"] == torch.neuron.get_device_properties(0).total_memory
     assert backend.memory_stats() == torch.neuron.memory_stats()
@@ -37,11 +37,11 @@ def test_placement_through_the_backend_matches_the_placement_log(fresh_device):
         f"aten::{n}" for n, e in snap.items() if e.category == "cpu_fallback"
     )
     assert "aten::linalg_qr" in trn_notebook.get_fallback_ops() and "aten::mm" in trn_notebook.get_executed_ops()
-    rows = backends.current().placement()
+    rows = facts.current().placement()
     assert rows["aten::mm"]["category"] == "native" and rows["aten::mm"]["device_ms"] > 0
-    before = backends.current().device_time_s()
+    before = facts.current().device_time_s()
     torch.mm(x, x).cpu()
-    assert backends.current().device_time_s() > before
+    assert facts.current().device_time_s() > before
     trn_notebook.clear_op_tracking()
     assert trn_notebook.get_executed_ops() == {}
 
@@ -54,7 +54,7 @@ def test_torch_neuronx_aliases_run_on_the_simulator(fresh_device):
 
         assert torch_neuronx is module and trn_notebook.alias_torch_neuronx() is module
         assert not real_backend_present()  # the alias is not mistaken for TorchNeuron: the simulator stays live
-        assert backends.current().is_simulator
+        assert facts.current().is_simulator
         torch_neuronx.clear_op_tracking()
         torch.ones(3).to("neuron").cumsum(0).cpu()
         assert torch_neuronx.get_executed_ops() == trn_notebook.get_executed_ops() != {}
@@ -78,7 +78,7 @@ def test_torchneuron_backend_accepts_names_only_placement_and_slot_properties(mo
     import types
 
     from trn_notebook import api
-    from trn_notebook.backends.torchneuron import TorchNeuronBackend
+    from trn_notebook.facts.torchneuron import TorchNeuronBackend
 
     fake = types.ModuleType("torch_neuronx")
     fake.__version__ = "2.14.0"
@@ -91,7 +91,7 @@ def test_torchneuron_backend_accepts_names_only_placement_and_slot_properties(mo
     monkeypatch.setitem(sys.modules, "torch_neuronx", fake)
     monkeypatch.setattr(torch, "neuron", device)
     backend = TorchNeuronBackend()
-    monkeypatch.setattr(backends, "current", lambda: backend)
+    monkeypatch.setattr(facts, "current", lambda: backend)
 
     assert backend.name == "TorchNeuron (torch_neuronx 2.14.0)" and not backend.is_simulator
     assert backend.executed_ops() == {"aten::_linalg_svd": None, "aten::mm": None}
@@ -101,5 +101,26 @@ def test_torchneuron_backend_accepts_names_only_placement_and_slot_properties(mo
     assert backend.device_properties() == {"name": "Trainium2", "total_memory": 96 << 30, "simulated": False}
     assert [r.compile_s for r in backend.compile_records()] == [2.000005, None]
     assert backend.device_time_s() is None
-    with pytest.raises(backends.SimulatorOnlyError, match=r"set_chip is simulator-only.*TorchNeuron"):
+    with pytest.raises(facts.SimulatorOnlyError, match=r"set_chip is simulator-only.*TorchNeuron"):
         api.set_chip("trn3")
+
+
+def test_the_old_backends_paths_are_the_read_layers_modules_for_one_release():
+    """``trn_notebook.backends`` (the read layer's name before issue 29) re-exports it, and each old submodule path
+    is the moved module itself, so its state is never loaded twice."""
+    import importlib
+
+    from trn_notebook import backends
+
+    for old, new in [
+        ("base", "base"),
+        ("simulator", "simulator"),
+        ("torchneuron", "torchneuron"),
+        ("status", "status"),
+        ("dynamo", "dynamo"),
+        ("facts", "bundle"),
+    ]:
+        assert importlib.import_module(f"trn_notebook.backends.{old}") is importlib.import_module(
+            f"trn_notebook.facts.{new}"
+        )
+    assert backends.current is facts.current and backends.SimulatorBackend is SimulatorBackend

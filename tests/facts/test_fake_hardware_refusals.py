@@ -9,7 +9,7 @@ from .fakehw import run
 
 PROBE = r"""
 import torch, trn_notebook
-from trn_notebook.backends import SimulatorOnlyError, current
+from trn_notebook.facts import SimulatorOnlyError, current
 from trn_notebook.session.timing import timeit
 
 assert not current().is_simulator
