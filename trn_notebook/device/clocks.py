@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import state as _state
+from .events import Event, moved_bytes
 from .lanes import BY_KEY, thread_names
 
 TIMELINE_CAPACITY = 20_000
@@ -28,7 +29,7 @@ Observer = Callable[[str, str, float, float, float, Any], None]
 
 
 class EventRing:
-    """A bounded timeline of ``(kind, name, start_s, duration_s)`` events without per-event objects.
+    """A bounded timeline of :class:`~.events.Event` s without per-event objects.
 
     A deque of tuples would keep up to 20,000 GC-tracked tuples alive and make the garbage
     collector's full passes cost ~4 µs per op; names and kinds are shared strings and the times go
@@ -41,29 +42,36 @@ class EventRing:
         self.names: list[str | None] = [None] * capacity
         self.starts = array("d", bytes(8 * capacity))
         self.durations = array("d", bytes(8 * capacity))
+        self.hosts = array("d", bytes(8 * capacity))
+        self.nbytes = array("q", bytes(8 * capacity))
         self.count = 0
 
-    def append(self, kind: str, name: str, start: float, duration: float) -> None:
+    def append(self, kind: str, name: str, start: float, duration: float, host: float, nbytes: int = 0) -> None:
         """Record one event, overwriting the oldest when full."""
         i = self.count % self.capacity
         self.kinds[i] = kind
         self.names[i] = name
         self.starts[i] = start
         self.durations[i] = duration
+        self.hosts[i] = host
+        self.nbytes[i] = nbytes
         self.count += 1
 
     def __len__(self) -> int:
         return min(self.count, self.capacity)
 
-    def snapshot(self) -> list[tuple[str, str, float, float]]:
-        """The retained events, oldest first."""
+    def snapshot(self, since_s: float = 0.0) -> list[Event]:
+        """The retained events, oldest first (``since_s``: only those ending at or after it; no source lines:
+        the placement log has each op's)."""
         n = len(self)
         first = self.count - n
         out = []
         for k in range(first, self.count):
             i = k % self.capacity
-            out.append((self.kinds[i], self.names[i], self.starts[i], self.durations[i]))
-        return out  # type: ignore[return-value]
+            ev = Event(self.kinds[i], self.names[i], self.starts[i], self.durations[i], self.hosts[i], self.nbytes[i])  # type: ignore[arg-type]
+            if not since_s or ev.start_s + ev.duration_s >= since_s:
+                out.append(ev)
+        return out
 
 
 @dataclass
@@ -142,7 +150,7 @@ class Clocks:
             st.wall_s += wall_s
             if not fused:
                 st.launches += 1
-            st.events.append(kind, name, start, device_s)
+            st.events.append(kind, name, start, device_s, st.sim_host_s)
             if self.observer is not None:
                 self.observer(kind, name, start, device_s, st.sim_host_s, detail)
 
@@ -150,7 +158,7 @@ class Clocks:
         """Charge host-only time (a CPU fallback's compute or a transfer the host waits for)."""
         st = self.state
         with self.lock:
-            st.events.append("host", name, st.sim_host_s, host_s)
+            st.events.append("host", name, st.sim_host_s, host_s, st.sim_host_s + host_s, moved_bytes(detail))
             if self.observer is not None:
                 self.observer("host", name, st.sim_host_s, host_s, st.sim_host_s + host_s, detail)
             st.sim_host_s += host_s
@@ -167,7 +175,7 @@ class Clocks:
             start = max(st.comm_free_at_s, st.device_free_at_s, st.sim_host_s)
             st.comm_free_at_s = start + device_s
             st.wall_s += wall_s
-            st.events.append("comm", name, start, device_s)
+            st.events.append("comm", name, start, device_s, st.sim_host_s)
             if blocking and st.device_free_at_s < st.comm_free_at_s:
                 st.device_free_at_s = st.comm_free_at_s
             if self.observer is not None:
@@ -193,7 +201,7 @@ class Clocks:
             st.sync_points += 1
             st.in_group = 0
             st.sync_log.append((reason, where, st.sim_host_s))
-            st.events.append("sync", reason, st.sim_host_s, 0.0)
+            st.events.append("sync", reason, st.sim_host_s, 0.0, st.sim_host_s)
             if self.observer is not None:
                 self.observer("sync", reason, st.sim_host_s - wait, wait, st.sim_host_s, where)
             return wait
@@ -225,18 +233,18 @@ class Clocks:
         ``since_s``: only events ending at or after that modeled time.
         """
         with self.lock:
-            events = self.state.events.snapshot()
-        if since_s:
-            events = [e for e in events if e[2] + e[3] >= since_s]
+            events = self.state.events.snapshot(since_s)
         trace: list[dict[str, Any]] = thread_names(0, CLOCK_LANES)
-        for kind, name, start, dur in events:
-            tid = BY_KEY[kind].tid
-            if kind == "sync":
-                trace.append({"name": f"sync: {name}", "ph": "i", "ts": start * 1e6, "pid": 0, "tid": tid, "s": "t"})
-            else:
+        for ev in events:
+            tid = ev.lane.tid
+            if ev.kind == "sync":
                 trace.append(
-                    {"name": name, "cat": kind, "ph": "X", "ts": start * 1e6, "dur": dur * 1e6, "pid": 0, "tid": tid}
+                    {"name": f"sync: {ev.name}", "ph": "i", "ts": ev.start_s * 1e6, "pid": 0, "tid": tid, "s": "t"}
                 )
+            else:
+                args = {"modeled_host_us": ev.host_s * 1e6} | ({"bytes": ev.nbytes} if ev.nbytes else {})
+                trace.append({"name": ev.name, "cat": ev.kind, "ph": "X", "ts": ev.start_s * 1e6,
+                              "dur": ev.duration_s * 1e6, "pid": 0, "tid": tid, "args": args})  # fmt: skip
         return {"traceEvents": trace, "displayTimeUnit": "ms"}
 
     def reset(self) -> None:

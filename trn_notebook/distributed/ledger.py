@@ -94,9 +94,9 @@ def exposed_comm(since_s: float = 0.0) -> tuple[float, float]:
     Exposed = time the communication queue is busy while the compute queue is idle (comm not hidden
     behind compute), from the clocks' event timeline.
     """
-    events = [e for e in clocks.state.events.snapshot() if e[2] + e[3] > since_s]
-    comm = _union([(max(s, since_s), s + d) for k, _, s, d in events if k == "comm"])
-    compute = _union([(max(s, since_s), s + d) for k, _, s, d in events if k not in ("comm", "host", "sync")])
+    events = [e for e in clocks.state.events.snapshot() if e.end_s > since_s]
+    comm = _union([(max(e.start_s, since_s), e.end_s) for e in events if e.kind == "comm"])
+    compute = _union([(max(e.start_s, since_s), e.end_s) for e in events if e.lane.device])
     total = sum(b - a for a, b in comm)
     overlap = 0.0
     j = 0

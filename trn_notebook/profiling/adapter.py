@@ -31,7 +31,7 @@ from ..outfiles import check_writable
 from .kineto import TRACE_SEPARATORS
 from .link import link, simulator_kernels
 from .merge import merge_trace
-from .recorder import TID, WALL_NS, Session, recorder
+from .recorder import Session, recorder
 
 log = logging.getLogger("trn_notebook.profiling")
 
@@ -141,21 +141,23 @@ def annotate_function_events(prof: Any, session: Session) -> None:
     ]
     start_ns = prof.kineto_results.trace_start_ns() if prof.kineto_results is not None else 0
     spans = [(fe.time_range.start, fe.time_range.end, fe.thread) for fe in fes]
-    times = [(r[WALL_NS] + session.wall_offset_ns - start_ns) / 1000.0 for r in session.records]
+    times = [(r.wall_ns + session.wall_offset_ns - start_ns) / 1000.0 for r in session.records]
     # FunctionEvents carry torch's own thread numbers, records the OS thread id: map by best overlap
     threads = {fe.thread for fe in fes}
     mapping: dict[int, int] = {}
-    for tid in {r[TID] for r in session.records}:
-        mine = [t for t, r in zip(times, session.records) if r[TID] == tid]
+    for tid in {r.thread for r in session.records}:
+        mine = [t for t, r in zip(times, session.records) if r.thread == tid]
         best = max(threads, key=lambda th: sum(o >= 0 for o in link(spans, [(t, th) for t in mine])[0]), default=-1)
         mapping[tid] = best
-    owner, parent = link(spans, [(t, mapping.get(r[TID], -1)) for t, r in zip(times, session.records)])
+    owner, parent = link(spans, [(t, mapping.get(r.thread, -1)) for t, r in zip(times, session.records)])
     for s in simulator_kernels(parent, owner):
         fes[s].name = f"[neuron sim] {fes[s].name}"
     if not device_lanes_wanted(prof):
         return
     for r, o in zip(session.records, owner):
-        if o >= 0 and r[2] in ("op", "graph") and r[5] > 0:
+        if o >= 0 and r.event.kind in ("op", "graph") and r.event.duration_s > 0:
             fe = fes[o]
-            fe.append_kernel(r[3] if r[2] == "graph" else f"aten::{r[3]}", 0, r[5] * 1e6)
+            fe.append_kernel(
+                r.event.name if r.event.kind == "graph" else f"aten::{r.event.name}", 0, r.event.duration_s * 1e6
+            )
             fe.is_legacy = True  # as torch marks ops timed by a PrivateUse1 backend's own events

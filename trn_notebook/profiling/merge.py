@@ -15,11 +15,11 @@ import bisect
 from typing import Any
 
 from ..device.lanes import LANES, lane, thread_names
-from ..device.source_lines import code_of
+from ..device.source_lines import SourceLine, code_of
 from . import kineto
 from .kineto import CAT_GRAPH, CAT_KERNEL, CAT_MEMCPY, STREAM_COMM, STREAM_COMPUTE, STREAM_DMA
 from .link import link, simulator_kernels
-from .recorder import ALLOC, DETAIL, DUR, FRAME, HOST, KIND, NAME, RESERVED, START, TID, WALL_NS, Session
+from .recorder import Session
 
 SCHEMA = "trn-notebook-profile/1"
 PID = 2_000_000
@@ -47,7 +47,7 @@ def merge_trace(trace: dict[str, Any], session: Session, device_lanes: bool = Tr
         ts = float(e["ts"])
         spans.append((ts, ts + float(e.get("dur", 0.0)), int(e.get("tid", 0))))
     offset = session.wall_offset_ns - base_ns
-    owner, parent = link(spans, [((r[WALL_NS] + offset) / 1000.0, r[TID]) for r in recs])
+    owner, parent = link(spans, [((r.wall_ns + offset) / 1000.0, r.thread) for r in recs])
     for s in simulator_kernels(parent, owner):
         e = events[cpu_idx[s]]
         e["name"] = f"[neuron sim] {e.get('name', '')}"
@@ -74,25 +74,25 @@ def merge_trace(trace: dict[str, Any], session: Session, device_lanes: bool = Tr
 
 def _backward_sources(
     session: Session, events: list[dict[str, Any]], cpu_idx: list[int], owner: list[int], parent: list[int]
-) -> dict[int, tuple[Any, str]]:
-    """Records run by the autograd engine (no user frame) → the forward op's frame, via sequence numbers."""
+) -> dict[int, tuple[SourceLine, str]]:
+    """Records run by the autograd engine (no user frame) → the forward op's source line, via sequence numbers."""
 
     def args(i: int) -> dict[str, Any]:
         return events[cpu_idx[i]].get("args") or {}
 
-    seq_frame: dict[Any, Any] = {}
+    seq_frame: dict[Any, SourceLine] = {}
     for r, o in zip(session.records, owner):
         i = o
-        while r[FRAME] is not None and i >= 0:
+        while r.event.source is not None and i >= 0:
             a = args(i)
             if "Sequence number" in a:
-                seq_frame.setdefault(a["Sequence number"], r[FRAME])
+                seq_frame.setdefault(a["Sequence number"], r.event.source)
                 break
             i = parent[i]
-    out: dict[int, tuple[Any, str]] = {}
+    out: dict[int, tuple[SourceLine, str]] = {}
     for k, (r, o) in enumerate(zip(session.records, owner)):
         i = o
-        while r[FRAME] is None and i >= 0:
+        while r.event.source is None and i >= 0:
             name = events[cpu_idx[i]].get("name", "")
             if name.startswith("autograd::engine::evaluate_function: "):
                 frame = seq_frame.get(args(i).get("Sequence number"))
@@ -113,7 +113,7 @@ def _wall_to_us(session: Session, base_ns: int) -> Any:
 
 
 def _modeled_events(
-    session: Session, hosts: list[dict[str, Any] | None], to_us: Any, backward: dict[int, tuple[Any, str]]
+    session: Session, hosts: list[dict[str, Any] | None], to_us: Any, backward: dict[int, tuple[SourceLine, str]]
 ) -> list[dict[str, Any]]:
     """The ``neuron:0 (modeled)`` process: metadata, lanes, flows and the HBM counter."""
     out: list[dict[str, Any]] = [
@@ -133,12 +133,15 @@ def _modeled_events(
     cum = [0.0]
     for c in compiles:
         cum.append(cum[-1] + c[1])
-    frames = session.frames
     # compile stalls: placed at the modeled host time of the first record after they started
-    rec_walls = [r[WALL_NS] for r in session.records]
+    rec_walls = [r.wall_ns for r in session.records]
     for (t_perf, secs, graph, cache, modeled), before in zip(compiles, cum):
         j = bisect.bisect_left(rec_walls, t_perf)
-        host = session.records[j][HOST] - session.records[j][DUR] if j < len(rec_walls) else _last_host(session)
+        host = (
+            session.records[j].event.host_s - session.records[j].event.duration_s
+            if j < len(rec_walls)
+            else _last_host(session)
+        )
         ts = anchor + (host - m0 + before) * 1e6
         facts = {"graph": graph, "cache": cache, "wall_s": secs, "modeled_neuron_compile_s": modeled}
         out.append(_x("compile", f"compile {graph}", ts, secs * 1e6, facts))
@@ -150,27 +153,26 @@ def _modeled_events(
     corr = kineto.CORRELATION_BASE
     k = 0
     for n, (r, host_op) in enumerate(zip(session.records, hosts)):
-        while k < len(starts) and starts[k] <= r[WALL_NS]:
+        while k < len(starts) and starts[k] <= r.wall_ns:
             k += 1
         shift = cum[k] * 1e6
-        kind = r[KIND]
-        name = r[NAME]
-        start = anchor + (r[START] - m0) * 1e6 + shift
-        dur = r[DUR] * 1e6
-        detail = r[DETAIL]
-        frame = frames.get(r[FRAME]) if r[FRAME] is not None else None
-        args: dict[str, Any] = {"source": frame[0], "code": frame[1]} if frame else {}
-        if frame is None and n in backward:
+        kind = r.event.kind
+        name = r.event.name
+        start = anchor + (r.event.start_s - m0) * 1e6 + shift
+        dur = r.event.duration_s * 1e6
+        detail = r.detail
+        src = r.event.source
+        args: dict[str, Any] = {"source": str(src), "code": src.code} if src is not None else {}
+        if src is None and n in backward:
             fwd, node = backward[n]
-            where, code = frames.get(fwd, ("", ""))
-            args = {"source": f"{where} (backward)", "code": code, "autograd_node": node}
+            args = {"source": f"{fwd} (backward)", "code": fwd.code, "autograd_node": node}
         if host_op is not None:
             args["host_op"] = host_op.get("name", "")
             hargs = host_op.get("args") or {}
             if "Input Dims" in hargs:
                 args["shapes"] = hargs["Input Dims"]
             args["wall_us"] = host_op.get("dur", 0.0)
-        host_now = anchor + (r[HOST] - m0) * 1e6 + shift
+        host_now = anchor + (r.event.host_s - m0) * 1e6 + shift
         ext = (host_op.get("args") or {}).get("External id") if host_op is not None else None
         launch: dict[str, Any] | None = None
         target: dict[str, Any] | None = None
@@ -253,18 +255,18 @@ def _modeled_events(
                         "pid": host_op.get("pid", 0), "tid": host_op.get("tid", 0)})  # fmt: skip
             out.append({"ph": "f", "bp": "e", "id": flow_id, "name": "neuron launch", "cat": "neuron_flow",
                         "ts": ev["ts"], "pid": PID, "tid": ev["tid"]})  # fmt: skip
-        if r[ALLOC] != last_alloc:
-            last_alloc = r[ALLOC]
+        if r.allocated != last_alloc:
+            last_alloc = r.allocated
             out.append({"ph": "C", "name": "HBM", "pid": PID, "tid": 0, "ts": host_now,
-                        "args": {"allocated": r[ALLOC], "reserved": r[RESERVED]}})  # fmt: skip
-        prev_host = r[HOST]
+                        "args": {"allocated": r.allocated, "reserved": r.reserved}})  # fmt: skip
+        prev_host = r.event.host_s
     if run_start is not None:
         out.append(_host_run(run_start, anchor + (prev_host - m0) * 1e6 + (cum[-1] * 1e6), run_n))
     return out
 
 
 def _last_host(session: Session) -> float:
-    return session.records[-1][HOST] if session.records else session.model_start_s
+    return session.records[-1].event.host_s if session.records else session.model_start_s
 
 
 def _x(lane_key: str, name: str, ts: float, dur: float, args: dict[str, Any], cat: str = "") -> dict[str, Any]:

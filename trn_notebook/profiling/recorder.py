@@ -15,12 +15,13 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from .. import state as _state
 from ..device.clocks import clocks
+from ..device.events import Event, moved_bytes
 from ..device.runtime import allocator, state
-from ..device.source_lines import source_line, user_frame
+from ..device.source_lines import SourceLine, source_line, user_frame
 
 MAX_EVENTS = 1_000_000
 """Records kept per profile; beyond this the oldest are dropped and the trace says how many."""
@@ -34,21 +35,30 @@ _getframe = sys._getframe
 class Session:
     """The simulator's events of one profiling window, with what is needed to place them in time."""
 
-    records: list[tuple[Any, ...]] = field(default_factory=list)
+    records: list[Record] = field(default_factory=list)
     wall_offset_ns: int = 0  # add to perf_counter_ns to get Unix ns (Kineto's time base)
     start_perf_ns: int = 0
     stop_perf_ns: int = 0
     model_start_s: float = 0.0  # modeled host clock when recording started
     dropped: int = 0
     chip: str = ""
-    frames: dict[tuple[str, int], tuple[str, str]] = field(default_factory=dict)  # (file, line) -> (where, code)
+    frames: dict[tuple[str, int], SourceLine] = field(default_factory=dict)  # (file, line) -> its line, named once
     # (perf_ns start, measured s, graph, cache, modeled Neuron compile s or None)
     compiles: list[tuple[int, float, str, str, float | None]] = field(default_factory=list)
     raised: str = ""  # set when the profiled code raised: the trace is partial
 
 
-# Record layout (tuples: cheap to build on the hot path).
-WALL_NS, TID, KIND, NAME, START, DUR, HOST, DETAIL, ALLOC, RESERVED, FRAME = range(11)
+class Record(NamedTuple):
+    """One recorded simulator event: the timeline's :class:`~trn_notebook.device.events.Event` (with its user
+    source line) plus what places it among torch's own events: the wall time, the OS thread, the clock's
+    detail (a compiled graph's executable, a transfer's byte counts) and the HBM counters after it."""
+
+    event: Event
+    wall_ns: int  # perf_counter_ns when it was recorded
+    thread: int  # OS thread id
+    detail: Any
+    allocated: int
+    reserved: int
 
 
 class Recorder:
@@ -114,30 +124,19 @@ class Recorder:
             del records[: MAX_EVENTS // 10]
             session.dropped += MAX_EVENTS // 10
         counters = allocator.counters
-        records.append(
-            (
-                _perf_ns(),
-                _native_id(),
-                kind,
-                name,
-                start,
-                dur,
-                host,
-                detail,
-                counters.allocated,
-                counters.reserved,
-                _user_frame(session.frames),
-            )
-        )
+        event = Event(kind, name, start, dur, host, moved_bytes(detail), _user_line(session.frames))
+        records.append(Record(event, _perf_ns(), _native_id(), detail, counters.allocated, counters.reserved))
 
 
-def _user_frame(frames: dict[tuple[str, int], tuple[str, str]]) -> tuple[str, int] | None:
-    """The innermost user frame as ``(filename, line)``; named once per distinct line."""
+def _user_line(frames: dict[tuple[str, int], SourceLine]) -> SourceLine | None:
+    """The innermost user frame's source line; looked up once per distinct ``(filename, line)``."""
     key = user_frame(_getframe(2))
-    if key is not None and key not in frames:
-        src = source_line(*key, code=True)
-        frames[key] = (str(src), src.code)
-    return key
+    if key is None:
+        return None
+    src = frames.get(key)
+    if src is None:
+        src = frames[key] = source_line(*key, code=True)
+    return src
 
 
 def _add_compiles(session: Session) -> None:

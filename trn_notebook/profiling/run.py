@@ -19,7 +19,6 @@ from torch.profiler import ProfilerActivity
 from . import NeuronConfig, ProfileMode, profile_table
 from .adapter import session_of
 from .export import save_trace_dict, trace_dict
-from .recorder import KIND
 from .summary import Summary, summarize
 from .traceio import load_trace
 
@@ -58,7 +57,7 @@ class ProfileResult:
     def records(self) -> int:
         """Device events recorded: launches, graphs, copies, fallbacks (0: nothing ran on the device)."""
         session = session_of(self.prof) if self.prof is not None else None
-        return sum(1 for r in session.records if r[KIND] != "sync") if session is not None else 0
+        return sum(1 for r in session.records if r.event.kind != "sync") if session is not None else 0
 
     @property
     def trace(self) -> dict[str, Any]:
