@@ -14,6 +14,8 @@ from typing import Any
 
 import torch
 
+from ..device.source_lines import SourceLine
+
 DTYPES: dict[str, torch.dtype] = {
     "f32": torch.float32,
     "f16": torch.float16,
@@ -122,7 +124,7 @@ class Node:
     op: str
     args: tuple[Any, ...] = ()
     kwargs: tuple[tuple[str, Any], ...] = ()
-    source: str = ""
+    source: SourceLine | None = None  # the user's line that produced it
     kernel: int | None = None
     mem: tuple[int, ...] | None = None
 

@@ -18,7 +18,7 @@ import torch
 import torch.fx
 
 from ..device.registry import memory_format_error
-from ..device.source_lines import format_source, is_user_file
+from ..device.source_lines import SourceLine, is_user_file, source_line
 from .ir import DTYPE_NAMES, DType, Graph, IRError, Node, Ref, TensorType
 from .kernel_call import entry_for
 from .ops import LOWERINGS
@@ -40,14 +40,15 @@ class LoweringError(NotImplementedError):
     """An FX node the neuron compiler cannot lower (unsupported op or argument)."""
 
 
-def user_source(node: torch.fx.Node) -> str:
-    """``file:line`` of the user code that produced ``node`` (last frame of its stack trace)."""
+def user_source(node: torch.fx.Node) -> SourceLine | None:
+    """The user's line that produced ``node`` (last user frame of its stack trace), with its code; ``None``
+    when every frame is library code."""
     trace = node.meta.get("stack_trace") or ""
     frames = [f for f in _FRAME_RE.findall(trace) if is_user_file(f[0])]
     if not frames:
-        return ""
+        return None
     filename, line = frames[-1]
-    return format_source(filename, int(line))
+    return source_line(filename, int(line), code=True)
 
 
 def _format_asked_by_user(node: torch.fx.Node) -> bool:

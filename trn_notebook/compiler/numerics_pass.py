@@ -27,6 +27,7 @@ from .. import state as _state
 from ..device.numerics import NumericsPolicy, numerics, warn_integer_fp32
 from ..device.numerics_ops import ADDEND_OPS, INDEX_ARGS, NOT_OPERANDS, scatter_computes, source_where
 from ..device.policy import registry
+from ..device.source_lines import SourceLine
 from .ir import DType, Graph, Node, Ref, TensorType
 from .ops import OPS
 
@@ -62,17 +63,19 @@ class _Rewriter:
         self.taken.add(name)
         return name
 
-    def emit(self, src: Ref, t: TensorType, op: str, kwargs: tuple[tuple[str, Any], ...], source: str) -> Ref:
+    def emit(
+        self, src: Ref, t: TensorType, op: str, kwargs: tuple[tuple[str, Any], ...], source: SourceLine | None
+    ) -> Ref:
         new = self.fresh()
         self.types[new] = t
         self.nodes.append(Node((new,), (t,), op, (src,), kwargs, source))
         return Ref(new)
 
-    def rnd(self, src: Ref, t: TensorType, target: str, out: str, source: str, stochastic: bool) -> Ref:
+    def rnd(self, src: Ref, t: TensorType, target: str, out: str, source: SourceLine | None, stochastic: bool) -> Ref:
         kwargs = (("target", target), ("stochastic", stochastic), ("dtype", DType(out)))
         return self.emit(src, TensorType(out, t.shape), "numerics_round", kwargs, source)
 
-    def operand(self, a: Any, matmul: bool, is_operand: bool, source: str) -> Any:
+    def operand(self, a: Any, matmul: bool, is_operand: bool, source: SourceLine | None) -> Any:
         if not isinstance(a, Ref):
             return a
         t = self.types.get(a.name)
@@ -126,7 +129,8 @@ class _Rewriter:
         t = self.types.get(a.name) if isinstance(a, Ref) else None
         if not isinstance(a, Ref) or t is None or t.dtype not in (_LOW | {"f32"}):
             return n
-        ref = self.emit(a, t, "numerics_check", (("op", op), ("source", n.source)), n.source)
+        where, line = source_where(n.source)  # constants of the IR (its text is the cache artifact)
+        ref = self.emit(a, t, "numerics_check", (("op", op), ("where", where), ("line", line)), n.source)
         return n.with_(args=(ref, *n.args[1:]))
 
     def node(self, n: Node) -> None:

@@ -18,6 +18,7 @@ import math
 import re
 from typing import Any
 
+from ..device.source_lines import parse_source
 from .ir import DTYPES, DType, Graph, IRError, Node, Ref, TensorType
 from .verify import verify
 
@@ -242,7 +243,7 @@ def parse_graph(text: str) -> Graph:
         if op not in OPS:
             raise IRError(f"unknown op {op!r} in IR text")
         args, kwargs = _Values(arg_text).arguments()
-        nodes.append(Node(outs, types, op, args, kwargs, source, kernel, mem))
+        nodes.append(Node(outs, types, op, args, kwargs, parse_source(source) if source else None, kernel, mem))
     out_args, _ = _Values(m_ret.group(1)).arguments()
     outputs = tuple(o if o is None or isinstance(o, Ref) else _bad_output(o) for o in out_args)
     g = Graph(head.group(1), tuple(inputs), tuple(nodes), outputs, tuple(meta))

@@ -38,7 +38,7 @@ from .numerics import (
 )
 from .policy import policy as _registry
 from .registry import NumericsClass
-from .source_lines import parse_source, user_frame
+from .source_lines import SourceLine, user_frame
 
 _Tensor = torch.Tensor
 LOW_FLOATS = frozenset({torch.bfloat16, torch.float16, torch.float8_e4m3fn, torch.float8_e5m2})
@@ -386,20 +386,19 @@ def check_activation_range(name: str, x: torch.Tensor) -> None:
         _check_range(name, record.valid_range, [x])
 
 
-def check_node(x: torch.Tensor, *, op: str, source: str) -> torch.Tensor:
+def check_node(x: torch.Tensor, *, op: str, where: str, line: int) -> torch.Tensor:
     """The compiler's ``numerics_check`` IR op (``trainium`` graphs only): :func:`_check_range` of activation
     ``op``'s input ``x`` (its record's valid range), warned once per op and user source line; returns ``x``."""
     record = _registry.get(op)
     if record is not None and record.valid_range is not None:
-        _check_range(op, record.valid_range, [x], source_where(source))
+        _check_range(op, record.valid_range, [x], (where, line))
     return x
 
 
-def source_where(source: str) -> tuple[str, int]:
-    """``(filename, line)`` of an IR node's source text (``file:line`` or ``cell [N] line L``)."""
-    src = parse_source(source)
+def source_where(src: SourceLine | None) -> tuple[str, int]:
+    """``(filename, line)`` of an IR node's source line (a cell's as ``cell [N]``) for a warning."""
     if src is None:
-        return (source or "<compiled graph>", 0)
+        return ("<compiled graph>", 0)
     return (f"cell [{src.cell}]" if src.cell is not None else src.file, src.line)
 
 

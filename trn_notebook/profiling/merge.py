@@ -15,7 +15,7 @@ import bisect
 from typing import Any
 
 from ..device.lanes import LANES, lane, thread_names
-from ..device.source_lines import SourceLine, code_of
+from ..device.source_lines import SourceLine
 from . import kineto
 from .kineto import CAT_GRAPH, CAT_KERNEL, CAT_MEMCPY, STREAM_COMM, STREAM_COMPUTE, STREAM_DMA
 from .link import link, simulator_kernels
@@ -294,7 +294,9 @@ def _graph_kernels(exe: Any, start_us: float, source: str, code: str = "") -> li
         if kn.device_s <= 0:
             continue
         members = nodes_by_kernel.get(kn.index, [])
-        lines = sorted({n.source for n in members if n.source})
+        found = {n.source for n in members if n.source is not None}
+        lines = sorted(str(s) for s in found)
+        codes = {str(s): s.code for s in found}
         nodes = [f"{', '.join(o for o in n.outs if o)} = {n.op}" for n in members][:12]
         # nodes traced inside library code (an nn.Module's forward) have no user frame: use the call's line
         lines = lines or ([source] if source else [])
@@ -304,7 +306,7 @@ def _graph_kernels(exe: Any, start_us: float, source: str, code: str = "") -> li
             "ir_nodes": nodes,
             "source": lines[0] if lines else "",
             "sources": lines,
-            "code": (code_of(lines[0]) or code) if lines else "",
+            "code": (codes.get(lines[0]) or code) if lines else "",
             "modeled_us": kn.device_s * 1e6,
             "graph": getattr(exe, "launch_name", ""),
         }
