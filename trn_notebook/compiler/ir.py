@@ -179,14 +179,3 @@ class Graph:
 
     def with_nodes(self, nodes: list[Node] | tuple[Node, ...], outputs: Any = None) -> Graph:
         return replace(self, nodes=tuple(nodes), outputs=self.outputs if outputs is None else tuple(outputs))
-
-    def uses(self) -> dict[str, int]:
-        """Number of uses of each value (node args and graph outputs)."""
-        counts: dict[str, int] = {}
-        for n in self.nodes:
-            for r in n.refs():
-                counts[r] = counts.get(r, 0) + 1
-        for o in self.outputs:
-            if o is not None:
-                counts[o.name] = counts.get(o.name, 0) + 1
-        return counts

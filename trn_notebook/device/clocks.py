@@ -107,11 +107,6 @@ class ClockSnapshot:
         """Every figure minus ``before``'s (a window)."""
         return ClockSnapshot(*(getattr(self, k) - getattr(before, k) for k in _CLOCK_KEYS))
 
-    @property
-    def device_utilisation(self) -> float:
-        """Modeled device busy time over modeled host time (0 when nothing ran)."""
-        return self.sim_device_s / self.sim_host_s if self.sim_host_s > 0 else 0.0
-
 
 _CLOCK_KEYS = tuple(f.name for f in dataclasses.fields(ClockSnapshot))
 

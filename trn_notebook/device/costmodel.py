@@ -10,7 +10,6 @@ roofline on the host CPU), never a measured wall time: one meaning of "modeled" 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -184,18 +183,3 @@ def estimate_flops(name: str, inputs: list[torch.Tensor], outputs: list[torch.Te
         return fn([t.shape for t in inputs], out_numel)
     in_numel = sum(t.numel() for t in inputs)
     return float(max(out_numel, in_numel))
-
-
-def matmul_like(name: str) -> bool:
-    """True for ops whose record carries a compute cost function (matmul, convolution, attention)."""
-    return policy.rule(name).flops is not None
-
-
-def ceil_div(a: int, b: int) -> int:
-    """Integer ceiling division."""
-    return -(-a // b)
-
-
-def log2_ceil(n: int) -> int:
-    """Smallest k with 2**k >= n (n >= 1)."""
-    return max(0, math.ceil(math.log2(n)))

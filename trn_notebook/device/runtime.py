@@ -290,11 +290,6 @@ def block_address(t: torch.Tensor) -> int | None:
     return None if block is None else int(block.addr)
 
 
-def live_storages() -> int:
-    """Number of live neuron storages with bytes."""
-    return len(_owners)
-
-
 def check_representable(out: torch.Tensor) -> None:
     """Raise ``NotImplementedError`` with the fix for a host result the device cannot hold (quantized, MKL-DNN)."""
     if out.is_quantized:

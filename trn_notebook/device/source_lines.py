@@ -158,17 +158,10 @@ def parse_source(text: str) -> SourceLine | None:
     return SourceLine(file, int(m.group(2)), _cell_map().get(file))
 
 
-def code_of(text: str) -> str:
-    """The code of a named source line ('' when unknown or when the cell is gone)."""
-    src = parse_source(text)
-    return linecache.getline(src.file, src.line).strip() if src is not None else ""
-
-
 __all__ = [
     "NO_USER_FRAME",
     "SKIP_DIRS",
     "SourceLine",
-    "code_of",
     "format_source",
     "is_user_file",
     "parse_source",

@@ -20,7 +20,7 @@ import torch
 
 from .. import state as _state
 from .costmodel import CoreSpec, Scheduler
-from .errors import NkiCapacityError, NkiError, describe, fail, kernel_line
+from .errors import NkiCapacityError, describe, fail, kernel_line
 from .tensor import ON_CHIP, SUPPORTED_DTYPES, MemoryRegion, NkiTensor, Storage, psum, sbuf, sentinel
 
 PMAX = 128
@@ -253,7 +253,3 @@ class SimContext:
         if not 0 <= axis < len(self.grid):
             raise fail(f"program_id({axis}) is outside the {len(self.grid)}-d launch grid {self.grid}")
         return self.program[axis]
-
-    def check_not_closed(self) -> None:
-        if self.closed:
-            raise NkiError("this kernel run has finished; its tiles can no longer be used")

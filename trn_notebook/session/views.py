@@ -217,13 +217,6 @@ def _neff_cache(backend: facts.Backend, clear: bool, notes: list[str]) -> Result
     return Table(f"NEFF cache: {root} ({len(entries)} entries)", ["entry", "size", "modified"], rows, notes)
 
 
-def shape_names() -> list[str]:
-    """Names of the compiled callables in the shape log."""
-    from ..compiler import shape_log
-
-    return sorted(shape_log.snapshot())
-
-
 def shape_key(name: str) -> str:
     """The shape-log key of ``name``: a compiled cell's compiled callable name, else ``name`` itself."""
     from ..compiler import shape_log
