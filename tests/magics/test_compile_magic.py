@@ -47,10 +47,12 @@ def test_compile_writes_results_back_and_reuses_the_compiled_function(ip, compil
     out = capsys.readouterr().out
     assert "%%trn compile: cellA" in out and "inputs" in out and "cx, cw" in out
     n_records = len(compiler.compile_log.snapshot())
-    second = compile_cell(ip, "--name cellA", body)
+    second = compile_cell(ip, "--name cellA --as cellA_card", body)
     assert second.success
     assert len(compiler.compile_log.snapshot()) == n_records  # nothing compiled again
     assert "reused" in capsys.readouterr().out
+    card = ip.user_ns["cellA_card"]  # --as: the card the cell showed, for a check cell
+    assert card.name == "cellA" and card.reused and card.params == ("cx", "cw")
 
 
 def test_compile_recompiles_on_a_new_shape_and_says_why(ip, compiler, capsys):

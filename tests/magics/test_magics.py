@@ -264,6 +264,21 @@ def test_eager_strict_makes_a_fallback_fail_the_outer_cell(ip):
     assert get_config().strict is False
 
 
+def test_eager_cell_as_name_binds_the_card_it_showed(ip, capsys):
+    """``--as NAME``: a check cell reads the figures of the card the eager cell displayed (issue 30)."""
+    ip.user_ns.pop("card", None)
+    result = ip.run_cell("%%trn eager --fusion --as card\nq = torch.ones(64) * 2\nq = q + 1")
+    assert result.success
+    card = ip.user_ns["card"]
+    shown = capsys.readouterr().out
+    assert (
+        card.fusion and card.ops.total_calls == 3 and re.search(rf"launches\s+{re.escape(card.launch_text())}\n", shown)
+    )
+    for bad in ("2x", "class", "a-b"):
+        assert not ip.run_cell(f"%%trn eager --as {bad}\nq = torch.ones(2)").success
+    assert capsys.readouterr().err.count("is not a Python name") == 3
+
+
 def test_failing_eager_cell_fails_the_outer_cell(ip):
     result = ip.run_cell("%%trn eager\nraise ValueError('boom')")
     assert not result.success and isinstance(result.error_in_exec, ValueError)

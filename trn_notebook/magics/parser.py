@@ -26,6 +26,7 @@ SUBCOMMANDS = (*LINE_ONLY[:1], *CELL_MODES, *LINE_ONLY[1:], "timeit")
 STAGES = tuple(EXPLAIN_STAGES)
 CHIPS = tuple(sorted(CHIP_SPECS))
 _TIMEIT_VALUED = {"-n", "-r", "--warmup"}
+AS_HELP = "also bind the report the cell shows to NAME in the notebook (as %%capture NAME does), for a check cell"
 
 
 class HelpRequested(Exception):
@@ -65,6 +66,14 @@ def _int_at_least(minimum: int, what: str) -> Callable[[str], int]:
 _positive = _int_at_least(1, "a positive integer")
 
 
+def _identifier(text: str) -> str:
+    import keyword
+
+    if not text.isidentifier() or keyword.iskeyword(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a Python name")
+    return text
+
+
 def _size(text: str) -> int:
     from ..device.config import parse_bytes
 
@@ -97,6 +106,7 @@ def build_parser() -> Parser:
     p = add("eager", "(%%trn) run the cell on the device and show what it did")
     p.add_argument("--fusion", action="store_true", help="adaptive eager fusion inside the cell")
     p.add_argument("--strict", action="store_true", help="any CPU fallback raises inside the cell")
+    p.add_argument("--as", dest="as_name", type=_identifier, metavar="NAME", help=AS_HELP)
 
     p = add("compile", "(%%trn) compile the cell with the neuron backend, run it, write its results back")
     p.add_argument("--fullgraph", action="store_true", help="a graph break is an error")
@@ -104,6 +114,7 @@ def build_parser() -> Parser:
     p.add_argument("--mode", help="compile mode (only 'default' has an effect)")
     p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help="compiler option")
     p.add_argument("--buckets", metavar="SPEC", help="shape buckets: pow2:MIN-MAX | step:S:MIN-MAX | list:A,B,…")
+    p.add_argument("--as", dest="as_name", type=_identifier, metavar="NAME", help=AS_HELP)
 
     from .profile import add_arguments as add_profile_arguments
 

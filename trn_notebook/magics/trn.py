@@ -91,6 +91,8 @@ class TrnMagics(Magics):
         assert window.report is not None
         window.report.failed = not result.success
         display(window.report)
+        if args.as_name:
+            self.shell.user_ns[args.as_name] = window.report  # the card above, as an object
         result.raise_error()
 
     def _cmd_dryrun(self, args: argparse.Namespace, cell: str) -> None:
@@ -177,6 +179,8 @@ class TrnMagics(Magics):
             progress.finish(Message(f"compiling {name}: failed ({type(exc).__name__})", "error"))
             raise
         progress.finish(report)
+        if args.as_name:
+            self.shell.user_ns[args.as_name] = report  # the card above, as an object
         return report.value
 
     def _check_buckets(self, spec: str) -> None:

@@ -212,7 +212,7 @@ class CacheView(TrnWidget):
         summary = (
             f"<p>{plural(t.get('graphs', 0), 'graph')}; cold (compile) {_html.esc(t.get('cold_text', ''))}, "
             f"warm (latest run of each graph) {_html.esc(_html.fmt_s(t.get('warm_s', 0.0)))}; {t.get('runs', 0)} runs; "
-            f"{self.disk_entries} entries in {_html.esc(self.cache_dir)}</p>"
+            f"{plural(self.disk_entries, 'entry', 'entries')} in {_html.esc(self.cache_dir)}</p>"
         )
         if not sim:
             summary += f"<p>{_html.esc(self.status)}</p>"
@@ -224,7 +224,7 @@ class CacheView(TrnWidget):
         results = ", ".join(f"{v} {k}" for k, v in sorted(t.get("results", {}).items()))
         lines = [
             f"Compile cache: {plural(t.get('graphs', 0), 'graph')} ({results or 'none'}); cold {t.get('cold_text', '')}, "
-            f"warm {_html.fmt_s(t.get('warm_s', 0.0))} (latest run of each graph); {self.disk_entries} entries on disk",
+            f"warm {_html.fmt_s(t.get('warm_s', 0.0))} (latest run of each graph); {plural(self.disk_entries, 'entry', 'entries')} on disk",
         ]
         if not self.simulated:
             lines.append(f"  {self.status}")

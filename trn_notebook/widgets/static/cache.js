@@ -103,7 +103,7 @@ function render({ model, el: root }) {
     summary.textContent =
       (t.graphs ?? 0) + ((t.graphs ?? 0) === 1 ? " graph (" : " graphs (") + (results || "none") + ") · cold (compile) " + (t.cold_text || fmtS(t.cold_s ?? 0)) +
       " · warm (latest run of each graph) " + fmtS(t.warm_s ?? 0) + " · " + (t.runs ?? 0) + " runs · " + model.get("disk_entries") +
-      " entries on disk";
+      (model.get("disk_entries") === 1 ? " entry on disk" : " entries on disk");
     status.textContent = model.get("status");
     table.replaceChildren();
     const head = el("tr");

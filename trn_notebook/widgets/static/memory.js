@@ -29,6 +29,47 @@ function fmtBytes(n) {
   return Math.round(n) + " B";
 }
 
+// The timeline's x axis: wall time, except that every pause longer than PAUSE_S (no sample and no OOM in
+// between: the notebook sat idle between cells) is cut to a break of at most BREAK_PX, so the phase bands of a
+// few busy seconds keep their width after a pause of minutes instead of collapsing into a sliver.
+export const PAUSE_S = 2;
+const BREAK_PX = 14;
+
+/** The axis of sorted event `times` over [left, left + width] px: X(t) -> px, T(px) -> t and the cut pauses. */
+export function timeAxis(times, left, width, pauseS = PAUSE_S) {
+  const t0 = times[0];
+  const t1 = times[times.length - 1];
+  const gaps = [];
+  for (let i = 1; i < times.length; i++) if (times[i] - times[i - 1] > pauseS) gaps.push([times[i - 1], times[i]]);
+  const cut = gaps.reduce((sum, [a, b]) => sum + (b - a), 0);
+  const breakPx = gaps.length ? Math.min(BREAK_PX, (0.3 * width) / gaps.length) : 0;
+  const sx = (width - breakPx * gaps.length) / Math.max(t1 - t0 - cut, 1e-9);
+  const X = (t) => {
+    let x = left;
+    let prev = t0;
+    for (const [a, b] of gaps) {
+      if (t <= a) break;
+      if (t < b) return x + (a - prev) * sx + (breakPx * (t - a)) / (b - a);
+      x += (a - prev) * sx + breakPx;
+      prev = b;
+    }
+    return x + (t - prev) * sx;
+  };
+  const T = (px) => {
+    let x = left;
+    let prev = t0;
+    for (const [a, b] of gaps) {
+      const end = x + (a - prev) * sx;
+      if (px <= end) break;
+      if (px < end + breakPx) return a + ((px - end) / breakPx) * (b - a);
+      x = end + breakPx;
+      prev = b;
+    }
+    return prev + (px - x) / sx;
+  };
+  return { X, T, gaps, breakPx };
+}
+
 function render({ model, el: root }) {
   root.classList.add("trn-widget", "trn-memory");
   const bar = el("div", "trn-bar");
@@ -124,8 +165,9 @@ function render({ model, el: root }) {
       note.textContent = "";
       return;
     }
-    const t0 = points[0][0];
-    const t1 = Math.max(points[points.length - 1][0], ...ooms.map((o) => o[0]));
+    const times = points.map((p) => p[0]).concat(ooms.map((o) => o[0])).sort((a, b) => a - b);
+    const t0 = times[0];
+    const t1 = times[times.length - 1];
     let top = 1;
     for (const p of points) if (p[3] > top) top = p[3];
     const capacity = c.capacity ?? 0;
@@ -136,9 +178,9 @@ function render({ model, el: root }) {
     const R = 8;
     const T = 16; // phase names
     const B = 32; // x tick labels and the x-axis title
-    const sx = (W - L - R) / Math.max(t1 - t0, 1e-9);
+    const axis = timeAxis(times, L, W - L - R);
     const sy = (H - T - B) / top;
-    const X = (t) => L + (t - t0) * sx;
+    const X = axis.X;
     const Y = (v) => H - B - v * sy;
     // Phases (trn_notebook.phase(...)): a band per run of samples in one phase, named at the top.
     const runs = [];
@@ -168,13 +210,28 @@ function render({ model, el: root }) {
       chart.append(label, svg("line", { x1: L, x2: W - R, y1: Y(v), y2: Y(v), class: "trn-grid" }));
     }
     for (const [frac, anchor] of [[0, "start"], [0.5, "middle"], [1, "end"]]) {
-      const t = t0 + (t1 - t0) * frac;
-      const label = svg("text", { x: X(t), y: H - B + 12, "text-anchor": anchor });
-      label.textContent = t.toFixed(2) + " s";
+      const x = L + (W - L - R) * frac;
+      const label = svg("text", { x, y: H - B + 12, "text-anchor": anchor });
+      label.textContent = axis.T(x).toFixed(2) + " s";
       chart.append(label);
     }
+    // Cut pauses: a break mark (two slanted strokes) on the axis, the pause's length in its tooltip and the note.
+    for (const [a, b] of axis.gaps) {
+      const x = X(a);
+      const mark = svg("g", { class: "trn-axis-break" });
+      const title = svg("title");
+      title.textContent = "paused " + (b - a).toFixed(1) + " s (cut from the axis)";
+      mark.append(
+        title,
+        svg("rect", { x, y: T, width: axis.breakPx, height: H - T - B, class: "trn-axis-break-gap" }),
+        svg("line", { x1: x - 2, x2: x + 2, y1: H - B + 4, y2: H - B - 4 }),
+        svg("line", { x1: x + axis.breakPx - 2, x2: x + axis.breakPx + 2, y1: H - B + 4, y2: H - B - 4 }),
+      );
+      chart.append(mark);
+    }
+    chart.dataset.breaks = String(axis.gaps.length);
     const xTitle = svg("text", { x: L + (W - L - R) / 2, y: H - 3, "text-anchor": "middle", class: "trn-axis-title" });
-    xTitle.textContent = "wall time since the simulator started (s)";
+    xTitle.textContent = "wall time since the simulator started (s)" + (axis.gaps.length ? ", pauses cut" : "");
     const yTitle = svg("text", {
       x: 0, y: 0, "text-anchor": "middle", class: "trn-axis-title",
       transform: `translate(11 ${T + (H - T - B) / 2}) rotate(-90)`,
@@ -182,6 +239,10 @@ function render({ model, el: root }) {
     yTitle.textContent = "device memory (bytes)";
     chart.append(xTitle, yTitle);
     const notes = [];
+    if (axis.gaps.length) {
+      const pauses = axis.gaps.map(([a, b]) => (b - a).toFixed(1) + " s").join(", ");
+      notes.push("axis breaks: " + axis.gaps.length + " idle pause(s) over " + PAUSE_S + " s cut out (" + pauses + ")");
+    }
     if (capOnScale) {
       chart.append(svg("line", {
         x1: L, x2: W - R, y1: Y(capacity), y2: Y(capacity), "stroke-dasharray": "5 3", class: "trn-capacity",
