@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any, TypedDict
 import traitlets
 
 from .. import facts
+from ..display import fallback
+from ..display.format import COMPILE_STAGES, fmt_compile, plural
 from ..facts.base import NA
-from ..presentation import COMPILE_STAGES, fmt_compile, plural
-from . import _html
 from ._base import STATIC, TrnWidget
 
 if TYPE_CHECKING:
@@ -41,7 +41,7 @@ class GraphRow(TypedDict):
     stage_us: dict[str, float]
     compile_s: float
     neuron_compile_s: float | None  # modeled Neuron compile of this graph from cold (None: no count)
-    compile_text: str  # measured beside modeled, formatted once (presentation.fmt_compile)
+    compile_text: str  # measured beside modeled, formatted once (display.format.fmt_compile)
     modeled_device_ms: float
     runs: int
     warm_s: float
@@ -185,7 +185,7 @@ class CacheView(TrnWidget):
             ]
             for r in self._rows
         ]
-        table = _html.table(
+        table = fallback.table(
             [
                 "graph",
                 "model",
@@ -208,15 +208,15 @@ class CacheView(TrnWidget):
             for r in self._rows
             for b in r["graph_breaks"]
         ]
-        extra = _html.table(["graph", "recompile reason / graph break"], reasons) if reasons else ""
+        extra = fallback.table(["graph", "recompile reason / graph break"], reasons) if reasons else ""
         summary = (
-            f"<p>{plural(t.get('graphs', 0), 'graph')}; cold (compile) {_html.esc(t.get('cold_text', ''))}, "
-            f"warm (latest run of each graph) {_html.esc(_html.fmt_s(t.get('warm_s', 0.0)))}; {t.get('runs', 0)} runs; "
-            f"{self.disk_entries} entries in {_html.esc(self.cache_dir)}</p>"
+            f"<p>{plural(t.get('graphs', 0), 'graph')}; cold (compile) {fallback.esc(t.get('cold_text', ''))}, "
+            f"warm (latest run of each graph) {fallback.esc(fallback.fmt_s(t.get('warm_s', 0.0)))}; {t.get('runs', 0)} runs; "
+            f"{self.disk_entries} entries in {fallback.esc(self.cache_dir)}</p>"
         )
         if not sim:
-            summary += f"<p>{_html.esc(self.status)}</p>"
-        return _html.section("Compile cache", table + extra + summary)
+            summary += f"<p>{fallback.esc(self.status)}</p>"
+        return fallback.section("Compile cache", table + extra + summary)
 
     def fallback_text(self) -> str:
         """Totals and one line per graph."""
@@ -224,7 +224,7 @@ class CacheView(TrnWidget):
         results = ", ".join(f"{v} {k}" for k, v in sorted(t.get("results", {}).items()))
         lines = [
             f"Compile cache: {plural(t.get('graphs', 0), 'graph')} ({results or 'none'}); cold {t.get('cold_text', '')}, "
-            f"warm {_html.fmt_s(t.get('warm_s', 0.0))} (latest run of each graph); {self.disk_entries} entries on disk",
+            f"warm {fallback.fmt_s(t.get('warm_s', 0.0))} (latest run of each graph); {self.disk_entries} entries on disk",
         ]
         if not self.simulated:
             lines.append(f"  {self.status}")

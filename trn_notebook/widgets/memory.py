@@ -21,8 +21,8 @@ import traitlets
 
 from .. import facts
 from ..device.allocator import MemoryCounters, MemorySnapshot
+from ..display import fallback
 from ..session.events import CellFinished, cell_finished
-from . import _html
 from ._base import STATIC, TrnWidget
 
 Point = list[Any]  # [t_s, allocated, active, reserved, phase]
@@ -202,25 +202,25 @@ class MemoryView(TrnWidget):
     def fallback_html(self) -> str:
         """Counters, per-phase peaks and a static timeline chart with capacity line and OOM marks."""
         c = self.counters
-        cards = _html.table(
+        cards = fallback.table(
             ["", "current", "peak"],
             [
-                [k, _html.fmt_bytes(c.get(k, 0)), _html.fmt_bytes(c.get(f"peak_{k}", 0))]
+                [k, fallback.fmt_bytes(c.get(k, 0)), fallback.fmt_bytes(c.get(f"peak_{k}", 0))]
                 for k in ("allocated", "active", "reserved")
             ],
         )
         extra = (
-            f"<p>capacity {_html.esc(_html.fmt_bytes(c.get('capacity', 0)))}; "
+            f"<p>capacity {fallback.esc(fallback.fmt_bytes(c.get('capacity', 0)))}; "
             f"{int(c.get('num_ooms', 0))} OOMs, {int(c.get('num_alloc_retries', 0))} allocation retries</p>"
         )
-        phases = _html.table(
+        phases = fallback.table(
             ["phase", "peak allocated", "peak active", "peak reserved"],
             [
                 [
                     name,
-                    _html.fmt_bytes(p.get("allocated", 0)),
-                    _html.fmt_bytes(p.get("active", 0)),
-                    _html.fmt_bytes(p.get("reserved", 0)),
+                    fallback.fmt_bytes(p.get("allocated", 0)),
+                    fallback.fmt_bytes(p.get("active", 0)),
+                    fallback.fmt_bytes(p.get("reserved", 0)),
                 ]
                 for name, p in self.phase_peaks.items()
             ],
@@ -228,7 +228,7 @@ class MemoryView(TrnWidget):
         tl = downsample(self.timeline, 400)  # a static picture: 400 points are plenty
         top = max([p[3] for p in tl] + [1])
         hlines = [("#c62828", c["capacity"])] if c.get("capacity", 0) <= 4 * top else []
-        chart = _html.polyline_svg(
+        chart = fallback.polyline_svg(
             [
                 ("#1565c0", [(p[0], p[1]) for p in tl]),
                 ("#2e7d32", [(p[0], p[2]) for p in tl]),
@@ -239,8 +239,8 @@ class MemoryView(TrnWidget):
         )
         legend = "<p>blue: allocated, green: active, purple: reserved, red: capacity / OOM</p>" if chart else ""
         if not self.simulated:
-            legend += f"<p>{_html.esc(HARDWARE_NOTE)} ({_html.esc(self.backend)})</p>"
-        return _html.section("Device memory", cards + extra + phases + chart + legend)
+            legend += f"<p>{fallback.esc(HARDWARE_NOTE)} ({fallback.esc(self.backend)})</p>"
+        return fallback.section("Device memory", cards + extra + phases + chart + legend)
 
     def fallback_text(self) -> str:
         """Current and peak counters, capacity and OOMs on a few lines."""
@@ -248,13 +248,13 @@ class MemoryView(TrnWidget):
         lines = [
             "Device memory: "
             + ", ".join(
-                f"{k} {_html.fmt_bytes(c.get(k, 0))} (peak {_html.fmt_bytes(c.get(f'peak_{k}', 0))})"
+                f"{k} {fallback.fmt_bytes(c.get(k, 0))} (peak {fallback.fmt_bytes(c.get(f'peak_{k}', 0))})"
                 for k in ("allocated", "active", "reserved")
             ),
-            f"  capacity {_html.fmt_bytes(c.get('capacity', 0))}, {int(c.get('num_ooms', 0))} OOMs",
+            f"  capacity {fallback.fmt_bytes(c.get('capacity', 0))}, {int(c.get('num_ooms', 0))} OOMs",
         ]
         for name, p in self.phase_peaks.items():
-            lines.append(f"  phase {name}: peak allocated {_html.fmt_bytes(p.get('allocated', 0))}")
+            lines.append(f"  phase {name}: peak allocated {fallback.fmt_bytes(p.get('allocated', 0))}")
         if not self.simulated:
             lines.append(f"  {HARDWARE_NOTE} ({self.backend})")
         return "\n".join(lines)

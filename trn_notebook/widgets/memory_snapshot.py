@@ -14,7 +14,7 @@ from typing import Any
 
 import traitlets
 
-from ..presentation import fmt_bytes
+from ..display.format import fmt_bytes
 from ..profiling.memory import _snapshot, fragmentation, load_snapshot_json
 from ..profiling.memory_owners import DEFAULT_OWNER, OWNERS, SOURCES, owner_totals
 from ._base import STATIC, TrnWidget

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any, TypedDict
 import traitlets
 
 from .. import facts
+from ..display import fallback
+from ..display.format import WALL_MS
 from ..facts.base import NOT_MEASURED, Placement, shown
 from ..facts.simulator import placement_of
-from ..presentation import WALL_MS
-from . import _html
 from ._base import STATIC, TrnWidget
 
 if TYPE_CHECKING:
@@ -167,7 +167,7 @@ class PlacementView(TrnWidget):
         rows = sorted(self._all, key=lambda r: (_sort_key(r["modeled_ms"]), r["op"]), reverse=True)
         t = totals_of(self._placement)
         shown_rows = rows[:MAX_ROWS]
-        body = _html.table(
+        body = fallback.table(
             ["op", "category", "calls", WALL_MS, "modeled ms", "bytes moved", "source"],
             [
                 [
@@ -176,20 +176,22 @@ class PlacementView(TrnWidget):
                     r["calls"],
                     _num(r["host_ms"]),
                     _num(r["modeled_ms"]),
-                    _html.fmt_bytes(r["bytes"]) if isinstance(r["bytes"], int) else r["bytes"],
+                    fallback.fmt_bytes(r["bytes"]) if isinstance(r["bytes"], int) else r["bytes"],
                     r["source"],
                 ]
                 for r in shown_rows
             ],
-            row_styles=[f"color:{_html.CATEGORY_COLOURS.get(r['category'], _html.OTHER_COLOUR)}" for r in shown_rows],
+            row_styles=[
+                f"color:{fallback.CATEGORY_COLOURS.get(r['category'], fallback.OTHER_COLOUR)}" for r in shown_rows
+            ],
         )
         more = f"<p>… {len(rows) - len(shown_rows)} more ops</p>" if len(rows) > len(shown_rows) else ""
-        moved = _html.fmt_bytes(t["bytes"]) if isinstance(t["bytes"], int) else t["bytes"]
+        moved = fallback.fmt_bytes(t["bytes"]) if isinstance(t["bytes"], int) else t["bytes"]
         summary = (
-            f"<p><b>{_html.esc(self._summary())}</b> ({t['ops']} ops, {t['calls']} calls, "
-            f"{_html.esc(_num(t['modeled_ms']))} ms modeled, {_html.esc(moved)} moved; {_html.esc(self.backend)})</p>"
+            f"<p><b>{fallback.esc(self._summary())}</b> ({t['ops']} ops, {t['calls']} calls, "
+            f"{fallback.esc(_num(t['modeled_ms']))} ms modeled, {fallback.esc(moved)} moved; {fallback.esc(self.backend)})</p>"
         )
-        return _html.section(f"Op placement ({self.scope})", body + more + summary)
+        return fallback.section(f"Op placement ({self.scope})", body + more + summary)
 
     def fallback_text(self) -> str:
         """A few lines: totals, fallback share and the top ops."""

@@ -12,7 +12,7 @@ from typing import Any
 import traitlets
 
 from ..device.dry_memory import CATEGORIES
-from . import _html
+from ..display import fallback
 from ._base import STATIC, TrnWidget
 
 
@@ -51,7 +51,7 @@ class PlanView(TrnWidget):
 
     def fallback_html(self) -> str:
         """The plan's own table (escaped)."""
-        return _html.section(self.title, self._result._repr_html_())
+        return fallback.section(self.title, self._result._repr_html_())
 
     def fallback_text(self) -> str:
         """The plan's own text."""

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import traitlets
 
-from ..presentation import COMPILE_MODELED_LABEL, fmt_duration
-from . import _html
+from ..display import fallback
+from ..display.format import COMPILE_MODELED_LABEL, fmt_duration
 from ._base import STATIC, TrnWidget
 
 if TYPE_CHECKING:
@@ -393,21 +393,21 @@ class ShapeTuner(TrnWidget):
         """Histogram with bucket marks and the read-outs, escaped."""
         h = self.hist
         bars = [(h["edges"][i], h["edges"][i + 1], h["counts"][i]) for i in range(len(h.get("counts", [])))]
-        chart = _html.bars_svg(bars, marks=self.buckets)
+        chart = fallback.bars_svg(bars, marks=self.buckets)
         r = self.readouts
         rows = [["policy", self.policy], ["in force", self.applied or "none"], ["samples", h.get("samples", 0)]]
         if "compiles" in r:
             rows += [
                 ["compiles", r["compiles"]],
                 ["padding waste", f"{r['padding_waste_pct']:.1f}%"],
-                ["cold compile", _html.fmt_s(r["cold_compile_s"])],
+                ["cold compile", fallback.fmt_s(r["cold_compile_s"])],
                 ["cold compile from", r.get("compile_source", "")],
                 [COMPILE_MODELED_LABEL, r.get("neuron_compile_text", "")],
-                ["modeled p50 / p99", f"{_html.fmt_s(r['p50_s'])} / {_html.fmt_s(r['p99_s'])}"],
+                ["modeled p50 / p99", f"{fallback.fmt_s(r['p50_s'])} / {fallback.fmt_s(r['p99_s'])}"],
                 ["latency from", r.get("latency_source", "")],
             ]
         title = f"Shape buckets: {self.name or self.source}" + (f" ({self.dim})" if self.dim else "")
-        return _html.section(title, chart + _html.table(["", ""], rows))
+        return fallback.section(title, chart + fallback.table(["", ""], rows))
 
     def fallback_text(self) -> str:
         """Policy, samples and read-outs on a few lines."""
@@ -417,8 +417,8 @@ class ShapeTuner(TrnWidget):
             return head
         return (
             f"{head}\n  {r['compiles']} compiles, {r['padding_waste_pct']:.1f}% padding waste, "
-            f"cold compile {_html.fmt_s(r['cold_compile_s'])}, p50 {_html.fmt_s(r['p50_s'])}, "
-            f"p99 {_html.fmt_s(r['p99_s'])}\n  cold compile from: {r.get('compile_source', '')}"
+            f"cold compile {fallback.fmt_s(r['cold_compile_s'])}, p50 {fallback.fmt_s(r['p50_s'])}, "
+            f"p99 {fallback.fmt_s(r['p99_s'])}\n  cold compile from: {r.get('compile_source', '')}"
             f"\n  {COMPILE_MODELED_LABEL}: {r.get('neuron_compile_text', '')}"
             f"\n  latency from: {r.get('latency_source', '')}"
         )
