@@ -23,11 +23,8 @@ function svg(tag, attrs) {
   return node;
 }
 
-function fmtBytes(n) {
-  const units = [["GiB", 2 ** 30], ["MiB", 2 ** 20], ["KiB", 2 ** 10]];
-  for (const [u, s] of units) if (Math.abs(n) >= s) return (n / s).toFixed(2) + " " + u;
-  return Math.round(n) + " B";
-}
+// Every figure shown arrives formatted by the kernel (trn_notebook.display.format: `counter_text`,
+// `phase_text`, the chart's `axis` ticks, each OOM's texts); the numbers only place the drawing.
 
 function render({ model, el: root }) {
   root.classList.add("trn-widget", "trn-memory");
@@ -72,14 +69,15 @@ function render({ model, el: root }) {
 
   function drawCards() {
     const c = model.get("counters") || {};
+    const text = model.get("counter_text") || {};
     cards.replaceChildren();
     for (const key of ["allocated", "active", "reserved"]) {
       const card = el("div", "trn-card");
       card.dataset.key = key;
       card.append(
         el("div", "trn-k", key),
-        el("div", "trn-v", fmtBytes(c[key] ?? 0)),
-        el("div", "trn-k", "peak " + fmtBytes(c["peak_" + key] ?? 0)),
+        el("div", "trn-v", text[key] ?? ""),
+        el("div", "trn-k", "peak " + (text["peak_" + key] ?? "")),
       );
       cards.append(card);
     }
@@ -87,7 +85,7 @@ function render({ model, el: root }) {
     cap.dataset.key = "capacity";
     cap.append(
       el("div", "trn-k", "capacity"),
-      el("div", "trn-v", fmtBytes(c.capacity ?? 0)),
+      el("div", "trn-v", text.capacity ?? ""),
       el("div", "trn-k", (c.num_ooms ?? 0) + " OOMs · " + (c.num_alloc_retries ?? 0) + " retries"),
     );
     cards.append(cap);
@@ -95,7 +93,7 @@ function render({ model, el: root }) {
   }
 
   function drawPhases() {
-    const peaks = model.get("phase_peaks") || {};
+    const peaks = model.get("phase_text") || {};
     phases.replaceChildren();
     const head = el("tr");
     for (const h of ["phase", "peak allocated", "peak active", "peak reserved"]) head.append(el("th", null, h));
@@ -104,9 +102,9 @@ function render({ model, el: root }) {
       const tr = el("tr");
       tr.append(
         el("td", null, name),
-        el("td", null, fmtBytes(p.allocated ?? 0)),
-        el("td", null, fmtBytes(p.active ?? 0)),
-        el("td", null, fmtBytes(p.reserved ?? 0)),
+        el("td", null, p.allocated ?? ""),
+        el("td", null, p.active ?? ""),
+        el("td", null, p.reserved ?? ""),
       );
       phases.append(tr);
     }
@@ -117,6 +115,8 @@ function render({ model, el: root }) {
     chart.replaceChildren();
     chart.dataset.points = String(points.length);
     const c = model.get("counters") || {};
+    const text = model.get("counter_text") || {};
+    const axis = model.get("axis") || {};
     if (!points.some((p) => p[3] > 0) && ooms.length === 0) { // nothing ever reserved: no chart to draw
       const t = svg("text", { x: 10, y: H / 2, class: "trn-empty-text" });
       t.textContent = "no device allocations yet: tensors created on neuron appear here (allocated / active / reserved)";
@@ -160,18 +160,19 @@ function render({ model, el: root }) {
       else label.remove();
     });
     chart.dataset.phases = named.map((r) => r.name).join(",");
-    // Grid and axes.
-    for (const frac of [0, 0.5, 1]) {
-      const v = (top / 1.08) * frac;
-      const label = svg("text", { x: L - 4, y: Y(v) + 3, "text-anchor": "end" });
-      label.textContent = fmtBytes(v);
-      chart.append(label, svg("line", { x1: L, x2: W - R, y1: Y(v), y2: Y(v), class: "trn-grid" }));
+    // Grid and axes: the ticks' values and texts come from the kernel; one off this chart's scale is left out.
+    const slack = 1e-9 * Math.max(1, Math.abs(t1 - t0));
+    for (const [v, label] of axis.y || []) {
+      if (v < 0 || v > top) continue;
+      const tick = svg("text", { x: L - 4, y: Y(v) + 3, "text-anchor": "end" });
+      tick.textContent = label;
+      chart.append(tick, svg("line", { x1: L, x2: W - R, y1: Y(v), y2: Y(v), class: "trn-grid" }));
     }
-    for (const [frac, anchor] of [[0, "start"], [0.5, "middle"], [1, "end"]]) {
-      const t = t0 + (t1 - t0) * frac;
-      const label = svg("text", { x: X(t), y: H - B + 12, "text-anchor": anchor });
-      label.textContent = t.toFixed(2) + " s";
-      chart.append(label);
+    for (const [t, label, anchor] of axis.x || []) {
+      if (t < t0 - slack || t > t1 + slack) continue;
+      const tick = svg("text", { x: X(t), y: H - B + 12, "text-anchor": anchor });
+      tick.textContent = label;
+      chart.append(tick);
     }
     const xTitle = svg("text", { x: L + (W - L - R) / 2, y: H - 3, "text-anchor": "middle", class: "trn-axis-title" });
     xTitle.textContent = "wall time since the simulator started (s)";
@@ -186,9 +187,9 @@ function render({ model, el: root }) {
       chart.append(svg("line", {
         x1: L, x2: W - R, y1: Y(capacity), y2: Y(capacity), "stroke-dasharray": "5 3", class: "trn-capacity",
       }));
-      notes.push("dashed red: capacity " + fmtBytes(capacity));
+      notes.push("dashed red: capacity " + (text.capacity ?? ""));
     } else {
-      notes.push("capacity " + fmtBytes(capacity) + " (above the chart's scale)");
+      notes.push("capacity " + (text.capacity ?? "") + " (above the chart's scale)");
     }
     // Step lines (a counter holds its value until the next sample): reserved, then active as a shaded
     // area, then allocated on top (allocated >= active by a block's rounding only, so drawn under active it would be hidden).
@@ -196,16 +197,16 @@ function render({ model, el: root }) {
       let d = "";
       let first = true;
       for (const p of points) {
-        const x = X(p[0]).toFixed(1);
-        const y = Y(p[index]).toFixed(1);
+        const x = Math.round(X(p[0]) * 10) / 10;
+        const y = Math.round(Y(p[index]) * 10) / 10;
         d += first ? `M${x},${y}` : `H${x}V${y}`;
         first = false;
       }
       return d;
     };
     const activeLine = stepPath(2);
-    const base = Y(0).toFixed(1);
-    const area = `${activeLine}H${X(t1).toFixed(1)}V${base}H${X(t0).toFixed(1)}Z`;
+    const px = (v) => Math.round(v * 10) / 10; // path coordinates to a tenth of a pixel
+    const area = `${activeLine}H${px(X(t1))}V${px(Y(0))}H${px(X(t0))}Z`;
     chart.append(svg("path", { d: area, class: "trn-area-active", fill: SERIES[1][2] }));
     for (const [index, name, colour] of [SERIES[2], SERIES[1], SERIES[0]]) {
       const width = name === "allocated" ? 2 : 1.25;
@@ -218,17 +219,18 @@ function render({ model, el: root }) {
     ooms.forEach((o, i) => {
       const x = X(o[0]);
       const mark = svg("line", { x1: x, x2: x, y1: T, y2: H - B, "stroke-width": 2, class: "trn-oom" });
-      const text = "out of memory: asked " + fmtBytes(o[1]) + " in phase " + o[2];
+      // o: [t_s, asked bytes, phase, asked text, time text]
+      const what = "out of memory: asked " + o[3] + " in phase " + o[2];
       const title = svg("title");
-      title.textContent = text;
+      title.textContent = what;
       mark.append(title);
       const right = x > L + (W - L - R) / 2;
       const label = svg("text", {
         x: right ? x - 4 : x + 4, y: T + 12 + 12 * i, "text-anchor": right ? "end" : "start", class: "trn-oom-label",
       });
-      label.textContent = "OOM: asked " + fmtBytes(o[1]);
+      label.textContent = "OOM: asked " + o[3];
       chart.append(mark, label);
-      notes.push("solid red line at " + o[0].toFixed(2) + " s: " + text + " (the request was refused; see the error)");
+      notes.push("solid red line at " + o[4] + ": " + what + " (the request was refused; see the error)");
     });
     note.textContent = notes.join(" · ");
   }
@@ -265,8 +267,10 @@ function render({ model, el: root }) {
   };
   const handlers = [
     ["change:counters", () => { drawCards(); schedule(); }],
+    ["change:counter_text", drawCards],
+    ["change:axis", schedule],
     ["change:live", drawCards],
-    ["change:phase_peaks", drawPhases],
+    ["change:phase_text", drawPhases],
     ["change:timeline", onTimeline],
     ["change:ooms", onTimeline],
     ["change:error", drawError],
