@@ -18,6 +18,7 @@ from ..display.format import fmt_ratio
 from ._base import STATIC, TrnWidget
 
 Y_MIN, Y_MAX = 1e-3, 1e3
+Y_TICKS = (1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0, 1e3)  # the log axis' grid lines, labelled by fmt_ratio
 
 
 def _y(value: float) -> float:
@@ -33,6 +34,8 @@ class NumericsView(TrnWidget):
 
     points = traitlets.List().tag(sync=True)  # [index, module, class, y, "ratio L-inf", "ratio L2", passed]
     threshold = traitlets.Float(1.5).tag(sync=True)
+    threshold_text = traitlets.Unicode("").tag(sync=True)  # fmt_ratio of the threshold
+    ticks = traitlets.List([[v, fmt_ratio(v)] for v in Y_TICKS]).tag(sync=True)  # [ratio, label] of the y axis
     first = traitlets.Int(-1).tag(sync=True)
     title = traitlets.Unicode("").tag(sync=True)
     verdict = traitlets.Unicode("").tag(sync=True)
@@ -63,6 +66,7 @@ class NumericsView(TrnWidget):
                 for row in rows
             ]
             self.threshold = r.threshold
+            self.threshold_text = fmt_ratio(r.threshold)
             self.first = r.first.index if r.first is not None else -1
             self.title = f"{r.model} under {r.policy.label()}"
             self.verdict = r.verdict()
