@@ -27,10 +27,10 @@ from .device.clocks import ClockSnapshot
 from .device.dry_dispatch import DryRunError, Finding
 from .device.dry_memory import CATEGORIES, MemoryCategories
 from .device.dryrun import DryFigures, DrySession, active, dry_runs, is_dry
+from .display.format import fmt_bytes, fmt_compile, fmt_pct, fmt_s, plural
+from .display.results import Preformatted, Result
 from .facts.base import Placement
 from .facts.simulator import placement_of
-from .presentation import fmt_bytes, fmt_compile, fmt_pct, fmt_s, plural
-from .results import Preformatted, Result
 
 DRY = "DRY RUN (shape only; every figure modeled, nothing measured)"
 

@@ -107,7 +107,7 @@ export function describe(state: KernelState | null): {
       title: `trn-notebook could not read the device status: ${state.message}`
     };
   }
-  // The kernel formats every figure (trn_notebook.presentation); nothing is formatted here.
+  // The kernel formats every figure (trn_notebook.display.format); nothing is formatted here.
   return { text: state.text, title: state.title };
 }
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from trn_notebook.compiler import compile_time as ct
-from trn_notebook.presentation import COMPILE_MEASURED_LABEL, COMPILE_MODELED_LABEL, fmt_compile
+from trn_notebook.display.format import COMPILE_MEASURED_LABEL, COMPILE_MODELED_LABEL, fmt_compile
 
 
 def test_a_matmul_issues_one_instruction_per_tile_and_a_decode_matmul_still_tiles_its_weights():

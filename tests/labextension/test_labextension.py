@@ -26,7 +26,7 @@ from tests.browser_utils import (
 from trn_notebook.magics import status_comm
 from trn_notebook.facts.status import StatusPayload
 from trn_notebook.magics.status_comm import TARGET_NAME, register, unregister
-from trn_notebook.presentation import fmt_compile
+from trn_notebook.display.format import fmt_compile
 from trn_notebook.facts.status import status_strings
 
 from .build import BUILD_DIR, INSTALL_JSON, committed_build
@@ -276,7 +276,7 @@ def test_status_line_shows_the_modeled_compile_beside_the_measured_one():
 
 KERNEL_SETUP = """
 from trn_notebook.magics.status_comm import register
-from trn_notebook.presentation import fmt_compile
+from trn_notebook.display.format import fmt_compile
 from trn_notebook.facts.status import status_strings
 state = {"memory_allocated": 0}
 def payload():

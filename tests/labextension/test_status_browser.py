@@ -43,7 +43,7 @@ def trn(line):  # stands in for the real %trn until this notebook uses %load_ext
 
 state = {"memory_allocated": 0}
 
-from trn_notebook.presentation import fmt_compile
+from trn_notebook.display.format import fmt_compile
 from trn_notebook.facts.status import status_strings
 
 def payload():

@@ -31,7 +31,7 @@ from tests.browser_utils import (
 pytest.importorskip("playwright")
 from playwright.sync_api import Page, expect, sync_playwright
 
-from trn_notebook.widgets._html import fmt_bytes
+from trn_notebook.display.format import fmt_bytes
 from trn_notebook.widgets.tuner import controls_spec
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, needs_chromium]

@@ -29,7 +29,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from ..presentation import fmt_compile
+from ..display.format import fmt_compile
 from . import disk_cache
 from .compile_log import CompileRecord, CompileSummary, LiveRecord, compile_log
 from .shape_log import shape_log

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .. import state as _state
-from ..presentation import COMPILE_STAGES
+from ..display.format import COMPILE_STAGES
 from .compile_time import record_compile_s
 
 STAGES = COMPILE_STAGES

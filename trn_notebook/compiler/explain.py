@@ -11,7 +11,7 @@ import html
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..presentation import fmt_compile
+from ..display.format import fmt_compile
 from .artifacts import Bundle, artifacts
 
 STAGE_KEYS = ("fx", "aten_forward", "aten_backward", "ir", "passes", "schedule")

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from ..device import costmodel
 from ..device.runtime import get_chip
-from ..presentation import fmt_bytes
+from ..display.format import fmt_bytes
 from .ir import DTYPES, Graph, Node, TensorType
 from .kernel_call import node_seconds
 from .ops import OPS, engine_of

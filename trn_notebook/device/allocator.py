@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..presentation import fmt_bytes
+from ..display.format import fmt_bytes
 from . import hostmem
 from .blocks import Block, Pool, Segment, blocks, free_blocks
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from ..presentation import fmt_bytes as _fmt
+from ..display.format import fmt_bytes as _fmt
 from .clocks import clocks
 from .dispatch import record_sync
 from .runtime import allocator, get_chip, state

@@ -19,7 +19,7 @@ from .. import facts
 from .. import state as _state
 from ..device.config import get_config
 from ..device.runtime import get_chip
-from ..presentation import fmt_bytes, fmt_compile, fmt_compile_brief
+from ..display.format import fmt_bytes, fmt_compile, fmt_compile_brief
 from .base import NA
 
 
@@ -38,8 +38,8 @@ class StatusPayload(TypedDict):
     fallback_ops: int
     compile_s: float  # measured: our compiler's wall seconds over the compile records (0.0: none yet)
     modeled_compile_s: float | None  # modeled Neuron compile seconds of the misses (None: no record says)
-    compile_text: str  # both, formatted by the kernel (presentation.fmt_compile); "" before any compile
-    text: str  # the status-bar line, formatted by the kernel (trn_notebook.presentation)
+    compile_text: str  # both, formatted by the kernel (display.format.fmt_compile); "" before any compile
+    text: str  # the status-bar line, formatted by the kernel (trn_notebook.display.format)
     title: str  # its tooltip, formatted by the kernel
 
 
@@ -125,7 +125,7 @@ def status_payload() -> dict[str, Any]:
 
 
 def compiled_text(compile_s: float, modeled_s: float | None) -> str:
-    """The payload's ``compile_text``: measured beside modeled (:func:`presentation.fmt_compile`), or ``""``
+    """The payload's ``compile_text``: measured beside modeled (:func:`display.format.fmt_compile`), or ``""``
     before anything compiled."""
     return fmt_compile(compile_s, modeled_s) if compile_s or modeled_s is not None else ""
 
@@ -134,7 +134,7 @@ def status_strings(p: dict[str, Any]) -> tuple[str, str]:
     """The status bar's line and tooltip for payload ``p``, formatted here (the extension formats nothing).
 
     Once something compiled, the line ends with the modeled Neuron compile (``modeled compile 3.9 min``) and
-    the tooltip shows it beside our measured compile (:func:`presentation.fmt_compile`), saying what each is
+    the tooltip shows it beside our measured compile (:func:`display.format.fmt_compile`), saying what each is
     and where the modeled one's constant comes from."""
     capacity = fmt_bytes(p["memory_capacity"]) if p["memory_capacity"] else NA
     memory = f"{fmt_bytes(p['memory_allocated'])} / {capacity}"

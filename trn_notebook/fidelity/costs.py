@@ -20,8 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..presentation import fmt_duration
-from ..results import Card
+from ..display.format import fmt_duration
+from ..display.results import Card
 
 LOAD_BYTES_PER_S = 1.342e12 / (7.8 * 60)  # derived: DeepSeek-V3 BF16 weights (671B params) in 7.8 min
 LOAD_SOURCE = "DeepSeek-V3's published load, 1.34 TB in 7.8 min (derived rate)"

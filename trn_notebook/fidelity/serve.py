@@ -29,8 +29,8 @@ import numpy as np
 from .. import state as _state
 from ..compiler.buckets import BucketPolicy
 from ..compiler.compile_time import modeled_compile_s
-from ..presentation import fmt_duration, fmt_s
-from ..results import Card, Result, Table
+from ..display.format import fmt_duration, fmt_s
+from ..display.results import Card, Result, Table
 from . import configs, ledger
 from .costs import CostInputs, Costs, cost_of
 from .fit import ledger_backing

@@ -16,7 +16,7 @@ from IPython.core.error import UsageError
 
 from .. import state as _state
 from ..device.chips import CHIPS as CHIP_SPECS
-from ..presentation import EXPLAIN_STAGES
+from ..display.format import EXPLAIN_STAGES
 
 CELL_MODES = ("eager", "compile", "profile", "dryrun")  # only as %%trn
 LINE_ONLY = (

@@ -15,10 +15,10 @@ import torch
 from IPython.core.error import UsageError
 from IPython.display import display
 
+from ..display.results import Message
 from ..outfiles import check_writable
 from ..profiling import profile
 from ..profiling.run import NO_DEVICE_MESSAGE
-from ..results import Message
 from .cells import current_cell_number
 from .render import simulator_only
 

@@ -11,7 +11,7 @@ import logging
 import time
 from typing import Any
 
-from ..results import Message, Result, fmt_s
+from ..display.results import Message, Result, fmt_s
 
 log = logging.getLogger(__name__)
 

@@ -14,8 +14,8 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.display import display
 
 from .. import facts, session
+from ..display.results import Message, Preformatted
 from ..facts import SimulatorOnlyError
-from ..results import Message, Preformatted
 from ..session.compiled import CellInputError, default_name
 from ..session.device import DeviceUnavailableError
 from ..session.status_card import status

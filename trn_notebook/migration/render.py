@@ -10,8 +10,8 @@ from typing import Any
 import torch
 
 from .. import state as _state
-from ..presentation import fmt_compile, plural
-from ..results import Result, Table, fmt_bytes, fmt_s
+from ..display.format import fmt_compile, plural
+from ..display.results import Result, Table, fmt_bytes, fmt_s
 from .evidence import NOT_MEASURED, Evidence, collect_evidence
 
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]{}()#+!|~])")

@@ -9,8 +9,8 @@ import pandas as pd
 
 from ..aws_ratio import SOURCE as RATIO_SOURCE
 from ..aws_ratio import NumericsRatio
-from ..presentation import fmt_ratio, fmt_s, fmt_share
-from ..results import Card, Message, Result, Table
+from ..display.format import fmt_ratio, fmt_s, fmt_share
+from ..display.results import Card, Message, Result, Table
 from .generation import LOGIT_SOURCE, GenerationCheck
 from .metrics import Heatmap, ModuleRow
 
@@ -166,7 +166,7 @@ class NumericsComparison(Result):
         return fields
 
     def display_rows(self) -> list[list[str]]:
-        """The table's rows with every figure formatted once (presentation.fmt_ratio)."""
+        """The table's rows with every figure formatted once (display.format.fmt_ratio)."""
         return [
             [
                 r.module,

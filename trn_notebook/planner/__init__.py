@@ -18,8 +18,8 @@ import torch
 
 from ..device.chips import get_chip_spec, with_cores
 from ..device.dry_memory import CATEGORIES
-from ..presentation import fmt_bytes, fmt_s
-from ..results import Message, Result, Table
+from ..display.format import fmt_bytes, fmt_s
+from ..display.results import Message, Result, Table
 from .layouts import DEFAULT_LAYOUTS, Layout, Workload, parse_layouts
 from .run import LayoutRun, ModelSource, run_layout
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..device.lanes import BY_KEY, BY_TID
-from ..presentation import fmt_compile
+from ..display.format import fmt_compile
 from .traceio import load_trace
 
 if TYPE_CHECKING:

@@ -21,9 +21,9 @@ import torch
 
 from .. import facts
 from .. import state as _state
+from ..display.format import COMPILE_STAGE_LABELS, fmt_compile
+from ..display.results import Card, Result, Table, fmt_s
 from ..facts.base import NA, NOT_MEASURED
-from ..presentation import COMPILE_STAGE_LABELS, fmt_compile
-from ..results import Card, Result, Table, fmt_s
 from .cellfunc import VALUE_NAME, CellFunction, rewrite_cell
 
 if TYPE_CHECKING:

@@ -13,9 +13,9 @@ from ..device.config import get_config, set_config
 from ..device.numerics import numerics as _numerics
 from ..device.numerics import numerics_policy, parse_numerics
 from ..device.runtime import get_chip, set_chip
+from ..display.results import Card, fmt_bytes
 from ..facts.base import NA
 from ..facts.status import current_device
-from ..results import Card, fmt_bytes
 
 CHIPS = tuple(sorted(CHIP_SPECS))
 RNG_NOTE = (

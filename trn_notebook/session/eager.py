@@ -25,9 +25,9 @@ from ..device.clocks import clocks
 from ..device.config import override
 from ..device.placement import placement_log
 from ..device.runtime import allocator
+from ..display.results import Card, Result, Table, fmt_bytes, fmt_s
 from ..facts.base import OpPlacement, Placement
 from ..facts.simulator import placement_of
-from ..results import Card, Result, Table, fmt_bytes, fmt_s
 from .eager_hw import HardwareEagerReport, HardwareEagerWindow
 
 _window_ids = itertools.count(1)

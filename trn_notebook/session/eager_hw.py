@@ -13,8 +13,8 @@ from types import TracebackType
 import torch
 
 from .. import facts
+from ..display.results import Card, Result, Table, fmt_bytes, fmt_s
 from ..facts.base import NA, NOT_MEASURED, Placement, shown
-from ..results import Card, Result, Table, fmt_bytes, fmt_s
 
 TOP_FALLBACKS = 10
 

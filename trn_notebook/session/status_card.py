@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from .. import facts
 from ..device.config import get_config
+from ..display.results import Card, fmt_bytes
 from ..facts.base import NA
 from ..facts.status import status_payload
-from ..results import Card, fmt_bytes
 
 
 def status() -> Card:

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 
 from .. import facts
 from ..device.clocks import clocks
+from ..display.results import Card, Result, fmt_s
 from ..facts.base import NA
-from ..results import Card, Result, fmt_s
 
 AUTO_TARGET_S = 0.05  # auto-chosen loops per run aim at this much wall time
 AUTO_MAX_LOOPS = 1000

@@ -1,7 +1,7 @@
 """Read-only views of the session's logs as result objects (``%trn ops|memory|cache|shapes|explain|report``).
 
 Each function reads a single source of truth (placement log, allocator, compile cache, shape log,
-``explain``) and returns a :mod:`trn_notebook.results` object; the optional arguments perform the
+``explain``) and returns a :mod:`trn_notebook.display.results` object; the optional arguments perform the
 one documented action (reset, empty the cache …) first. Compiler-backed views import the compiler
 lazily and raise ``ValueError`` naming the valid choices when a name or stage is unknown.
 """
@@ -21,10 +21,10 @@ import torch
 
 from .. import facts
 from ..compiler.shape_log import ShapeEntry
+from ..display.format import EXPLAIN_STAGES, WALL_MS
+from ..display.results import Card, Message, Preformatted, Result, Sections, Table, fmt_bytes
 from ..extras import MissingExtra
 from ..facts.base import NA, NOT_MEASURED, shown
-from ..presentation import EXPLAIN_STAGES, WALL_MS
-from ..results import Card, Message, Preformatted, Result, Sections, Table, fmt_bytes
 
 STAGES = EXPLAIN_STAGES
 

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any, TypedDict
 import traitlets
 
 from .. import facts
+from ..display import fallback
+from ..display.format import COMPILE_STAGES, fmt_compile, fmt_ms, fmt_s, plural
 from ..facts.base import NA
-from ..presentation import COMPILE_STAGES, fmt_compile, plural
-from . import _html
 from ._base import STATIC, TrnWidget
 
 if TYPE_CHECKING:
@@ -38,11 +38,13 @@ class GraphRow(TypedDict):
     nodes: int
     fused_kernels: int
     cache_result: str
-    stage_us: dict[str, float]
+    stage_us: dict[str, float]  # the bar's geometry
+    stage_text: dict[str, str]  # each stage's time, formatted once (display.format.fmt_s)
     compile_s: float
     neuron_compile_s: float | None  # modeled Neuron compile of this graph from cold (None: no count)
-    compile_text: str  # measured beside modeled, formatted once (presentation.fmt_compile)
+    compile_text: str  # measured beside modeled, formatted once (display.format.fmt_compile)
     modeled_device_ms: float
+    modeled_device_text: str  # the "modeled ms" column (display.format.fmt_ms)
     runs: int
     warm_s: float
     options: list[list[str]]  # [key, requested value, effective status]
@@ -74,10 +76,12 @@ def graph_row(entry: CompileRecord) -> GraphRow:
         fused_kernels=entry.fused_kernels,
         cache_result=entry.cache_result or "",
         stage_us={str(k): float(v) for k, v in entry.stage_us.items()},
+        stage_text={str(k): fmt_s(float(v) * 1e-6) for k, v in entry.stage_us.items()},
         compile_s=measured,
         neuron_compile_s=neuron,
         compile_text=fmt_compile(measured, neuron),
         modeled_device_ms=entry.modeled_device_s * 1e3,
+        modeled_device_text=fmt_ms(entry.modeled_device_s),
         runs=entry.runs,
         warm_s=entry.warm_s,
         options=options,
@@ -93,11 +97,13 @@ def totals_of(rows: list[GraphRow], summary: Any = None) -> dict[str, Any]:
     (``Backend.compile_summary()``; None: the records do not say, shown as n/a)."""
     results: dict[str, int] = summary.by_result if summary is not None else ({NA: len(rows)} if rows else {})
     cold = sum(r["compile_s"] for r in rows)
+    warm = sum(r["warm_s"] for r in rows)  # each record's warm_s is its latest run's wall time
     return {
         "graphs": len(rows),
         "cold_s": cold,
         "cold_text": fmt_compile(cold, summary.modeled_neuron_s if summary is not None else None),
-        "warm_s": sum(r["warm_s"] for r in rows),  # each record's warm_s is its latest run's wall time
+        "warm_s": warm,
+        "warm_text": fmt_s(warm),
         "runs": sum(r["runs"] for r in rows),
         "results": results,
         "recompiles": sum(1 for r in rows if r["recompile_reasons"]),
@@ -178,14 +184,14 @@ class CacheView(TrnWidget):
                 r["fused_kernels"] if sim else NA,
                 r["cache_result"] or NA,
                 r["compile_text"],
-                " ".join(f"{k} {v / 1e3:.1f}ms" for k, v in r["stage_us"].items()) or NA,
-                f"{r['modeled_device_ms']:.3f}" if sim else NA,
+                " ".join(f"{k} {v}" for k, v in r["stage_text"].items()) or NA,
+                r["modeled_device_text"] if sim else NA,
                 r["runs"] if sim else NA,
                 "; ".join(f"{k}={req} ({eff})" for k, req, eff in r["options"]),
             ]
             for r in self._rows
         ]
-        table = _html.table(
+        table = fallback.table(
             [
                 "graph",
                 "model",
@@ -208,15 +214,15 @@ class CacheView(TrnWidget):
             for r in self._rows
             for b in r["graph_breaks"]
         ]
-        extra = _html.table(["graph", "recompile reason / graph break"], reasons) if reasons else ""
+        extra = fallback.table(["graph", "recompile reason / graph break"], reasons) if reasons else ""
         summary = (
-            f"<p>{plural(t.get('graphs', 0), 'graph')}; cold (compile) {_html.esc(t.get('cold_text', ''))}, "
-            f"warm (latest run of each graph) {_html.esc(_html.fmt_s(t.get('warm_s', 0.0)))}; {t.get('runs', 0)} runs; "
-            f"{plural(self.disk_entries, 'entry', 'entries')} in {_html.esc(self.cache_dir)}</p>"
+            f"<p>{plural(t.get('graphs', 0), 'graph')}; cold (compile) {fallback.esc(t.get('cold_text', ''))}, "
+            f"warm (latest run of each graph) {fallback.esc(t.get('warm_text', ''))}; {t.get('runs', 0)} runs; "
+            f"{plural(self.disk_entries, 'entry', 'entries')} in {fallback.esc(self.cache_dir)}</p>"
         )
         if not sim:
-            summary += f"<p>{_html.esc(self.status)}</p>"
-        return _html.section("Compile cache", table + extra + summary)
+            summary += f"<p>{fallback.esc(self.status)}</p>"
+        return fallback.section("Compile cache", table + extra + summary)
 
     def fallback_text(self) -> str:
         """Totals and one line per graph."""
@@ -224,7 +230,7 @@ class CacheView(TrnWidget):
         results = ", ".join(f"{v} {k}" for k, v in sorted(t.get("results", {}).items()))
         lines = [
             f"Compile cache: {plural(t.get('graphs', 0), 'graph')} ({results or 'none'}); cold {t.get('cold_text', '')}, "
-            f"warm {_html.fmt_s(t.get('warm_s', 0.0))} (latest run of each graph); {plural(self.disk_entries, 'entry', 'entries')} on disk",
+            f"warm {t.get('warm_text', '')} (latest run of each graph); {plural(self.disk_entries, 'entry', 'entries')} on disk",
         ]
         if not self.simulated:
             lines.append(f"  {self.status}")

@@ -21,11 +21,13 @@ import traitlets
 
 from .. import facts
 from ..device.allocator import MemoryCounters, MemorySnapshot
+from ..display import fallback
+from ..display.format import fmt_bytes, fmt_s
 from ..session.events import CellFinished, cell_finished
-from . import _html
 from ._base import STATIC, TrnWidget
 
 Point = list[Any]  # [t_s, allocated, active, reserved, phase]
+Oom = list[Any]  # [t_s, asked bytes, phase, asked text, time text]: the texts formatted here (display.format)
 _COUNTER_FIELDS = dataclasses.fields(MemoryCounters)
 MAX_STATE_POINTS = 1_200  # timeline points kept in the synced state (and saved notebooks); live points append
 
@@ -35,7 +37,7 @@ class PointsMessage(TypedDict):
 
     type: Literal["points"]
     points: list[Point]
-    ooms: list[list[Any]]
+    ooms: list[Oom]
 
 
 def downsample(points: list[Point], limit: int) -> list[Point]:
@@ -57,6 +59,44 @@ def read_counters(snapshot: MemorySnapshot | None = None) -> dict[str, int]:
     return counters
 
 
+def counter_texts(counters: dict[str, int]) -> dict[str, str]:
+    """Each byte counter (and the capacity) as the view shows it (``fmt_bytes``); the OOM and retry counts are not bytes."""
+    return {k: fmt_bytes(v) for k, v in counters.items() if not k.startswith("num_")}
+
+
+def oom_row(event: Any) -> Oom:
+    """An OOM event ``(t_s, asked, phase)`` with its figures formatted for the view."""
+    t, asked, phase = event[0], event[1], event[2]
+    return [t, asked, phase, fmt_bytes(asked), fmt_s(t)]
+
+
+def chart_axis(scale: tuple[float, float, float], capacity: int) -> dict[str, list[list[Any]]]:
+    """The timeline chart's ticks, formatted here: ``y`` of ``[bytes, text]`` at 0, half and the top (the highest
+    reserved sample, or the capacity when it is on the scale: at most 4x that), ``x`` of ``[t_s, text, anchor]``
+    at the first sample, the middle and the last sample or OOM. ``scale`` is ``(t0, t1, highest reserved)``."""
+    t0, t1, top = scale
+    if not math.isfinite(t0):
+        return {"y": [], "x": []}
+    top = max(top, 1.0)
+    if 0 < capacity <= 4 * top:
+        top = max(top, float(capacity))
+    y = [[top * f, fmt_bytes(top * f)] for f in (0.0, 0.5, 1.0)]
+    x = [[t0 + (t1 - t0) * f, fmt_s(t0 + (t1 - t0) * f), a] for f, a in ((0.0, "start"), (0.5, "middle"), (1.0, "end"))]
+    return {"y": y, "x": x}
+
+
+def _extend(scale: tuple[float, float, float], points: list[Point], ooms: list[Oom]) -> tuple[float, float, float]:
+    """``scale`` (t0, t1, highest reserved) grown by new samples and OOM events (what the front end holds)."""
+    t0, t1, top = scale
+    if points and not math.isfinite(t0):
+        t0 = points[0][0]
+    for p in points:
+        t1, top = max(t1, p[0]), max(top, p[3])
+    for o in ooms:
+        t1 = max(t1, o[0])
+    return t0, t1, top
+
+
 HARDWARE_NOTE = (
     "timeline, peaks by phase and OOM marks: n/a (simulator-only); counters from torch.neuron.memory_stats()"
 )
@@ -74,7 +114,10 @@ class MemoryView(TrnWidget):
     _esm = STATIC / "memory.js"
 
     counters = traitlets.Dict().tag(sync=True)
+    counter_text = traitlets.Dict().tag(sync=True)  # the byte counters formatted once (display.format)
     phase_peaks = traitlets.Dict().tag(sync=True)
+    phase_text = traitlets.Dict().tag(sync=True)  # phase -> counter -> formatted bytes
+    axis = traitlets.Dict().tag(sync=True)  # the chart's ticks, formatted (chart_axis)
     timeline = traitlets.List().tag(sync=True)
     ooms = traitlets.List().tag(sync=True)
     live = traitlets.Bool(False).tag(sync=True)
@@ -94,6 +137,7 @@ class MemoryView(TrnWidget):
     def __init__(self, live: bool = False, **kwargs: Any) -> None:
         self._last_t = float("-inf")
         self._last_oom_t = float("-inf")
+        self._scale = (float("inf"), float("-inf"), 0.0)
         self._stop: threading.Event | None = None
         self._thread: threading.Thread | None = None
         self._hook: Any = None
@@ -109,15 +153,25 @@ class MemoryView(TrnWidget):
             backend = facts.current()
             snap = backend.memory_snapshot()
             timeline = downsample([list(p) for p in snap.timeline], MAX_STATE_POINTS)
-            ooms: list[Point] = [list(o) for o in snap.oom_events]
+            ooms: list[Oom] = [oom_row(o) for o in snap.oom_events]
             self._last_t = timeline[-1][0] if timeline else float("-inf")
             self._last_oom_t = ooms[-1][0] if ooms else float("-inf")
             self.backend = backend.name
             self.simulated = backend.is_simulator
-            self.counters = read_counters(snap)
-            self.phase_peaks = {name: dict(p) for name, p in snap.phase_peaks.items()}
+            self._set_counters(read_counters(snap))
+            self._set_phases({name: dict(p) for name, p in snap.phase_peaks.items()})
+            self._scale = _extend((float("inf"), float("-inf"), 0.0), timeline, ooms)
+            self.axis = chart_axis(self._scale, self.counters["capacity"])
             self.timeline = timeline
             self.ooms = ooms
+
+    def _set_counters(self, counters: dict[str, int]) -> None:
+        self.counters = counters
+        self.counter_text = counter_texts(counters)
+
+    def _set_phases(self, peaks: dict[str, dict[str, int]]) -> None:
+        self.phase_peaks = peaks
+        self.phase_text = {name: {k: fmt_bytes(v) for k, v in p.items()} for name, p in peaks.items()}
 
     def source_version(self) -> Any:
         """The backend's memory version (allocations, frees, OOMs, capacity, newest sample, phases; None: unknown)."""
@@ -133,17 +187,19 @@ class MemoryView(TrnWidget):
         with self._sync:
             snap = backend.memory_snapshot()
             points: list[Point] = [list(p) for p in snap.timeline if p[0] > self._last_t]
-            ooms: list[Point] = [list(o) for o in snap.oom_events if o[0] > self._last_oom_t]
+            ooms: list[Oom] = [oom_row(o) for o in snap.oom_events if o[0] > self._last_oom_t]
             if not points and not ooms:
                 return []
             if points:
                 self._last_t = points[-1][0]
             if ooms:
                 self._last_oom_t = ooms[-1][0]
-            self.counters = read_counters(snap)
+            self._set_counters(read_counters(snap))
             peaks = {name: dict(p) for name, p in snap.phase_peaks.items()}
             if peaks != self.phase_peaks:
-                self.phase_peaks = peaks
+                self._set_phases(peaks)
+            self._scale = _extend(self._scale, points, ooms)
+            self.axis = chart_axis(self._scale, self.counters["capacity"])
             self.send(PointsMessage(type="points", points=points, ooms=ooms))
             return points
 
@@ -202,25 +258,25 @@ class MemoryView(TrnWidget):
     def fallback_html(self) -> str:
         """Counters, per-phase peaks and a static timeline chart with capacity line and OOM marks."""
         c = self.counters
-        cards = _html.table(
+        cards = fallback.table(
             ["", "current", "peak"],
             [
-                [k, _html.fmt_bytes(c.get(k, 0)), _html.fmt_bytes(c.get(f"peak_{k}", 0))]
+                [k, fallback.fmt_bytes(c.get(k, 0)), fallback.fmt_bytes(c.get(f"peak_{k}", 0))]
                 for k in ("allocated", "active", "reserved")
             ],
         )
         extra = (
-            f"<p>capacity {_html.esc(_html.fmt_bytes(c.get('capacity', 0)))}; "
+            f"<p>capacity {fallback.esc(fallback.fmt_bytes(c.get('capacity', 0)))}; "
             f"{int(c.get('num_ooms', 0))} OOMs, {int(c.get('num_alloc_retries', 0))} allocation retries</p>"
         )
-        phases = _html.table(
+        phases = fallback.table(
             ["phase", "peak allocated", "peak active", "peak reserved"],
             [
                 [
                     name,
-                    _html.fmt_bytes(p.get("allocated", 0)),
-                    _html.fmt_bytes(p.get("active", 0)),
-                    _html.fmt_bytes(p.get("reserved", 0)),
+                    fallback.fmt_bytes(p.get("allocated", 0)),
+                    fallback.fmt_bytes(p.get("active", 0)),
+                    fallback.fmt_bytes(p.get("reserved", 0)),
                 ]
                 for name, p in self.phase_peaks.items()
             ],
@@ -228,7 +284,7 @@ class MemoryView(TrnWidget):
         tl = downsample(self.timeline, 400)  # a static picture: 400 points are plenty
         top = max([p[3] for p in tl] + [1])
         hlines = [("#c62828", c["capacity"])] if c.get("capacity", 0) <= 4 * top else []
-        chart = _html.polyline_svg(
+        chart = fallback.polyline_svg(
             [
                 ("#1565c0", [(p[0], p[1]) for p in tl]),
                 ("#2e7d32", [(p[0], p[2]) for p in tl]),
@@ -239,8 +295,8 @@ class MemoryView(TrnWidget):
         )
         legend = "<p>blue: allocated, green: active, purple: reserved, red: capacity / OOM</p>" if chart else ""
         if not self.simulated:
-            legend += f"<p>{_html.esc(HARDWARE_NOTE)} ({_html.esc(self.backend)})</p>"
-        return _html.section("Device memory", cards + extra + phases + chart + legend)
+            legend += f"<p>{fallback.esc(HARDWARE_NOTE)} ({fallback.esc(self.backend)})</p>"
+        return fallback.section("Device memory", cards + extra + phases + chart + legend)
 
     def fallback_text(self) -> str:
         """Current and peak counters, capacity and OOMs on a few lines."""
@@ -248,13 +304,13 @@ class MemoryView(TrnWidget):
         lines = [
             "Device memory: "
             + ", ".join(
-                f"{k} {_html.fmt_bytes(c.get(k, 0))} (peak {_html.fmt_bytes(c.get(f'peak_{k}', 0))})"
+                f"{k} {fallback.fmt_bytes(c.get(k, 0))} (peak {fallback.fmt_bytes(c.get(f'peak_{k}', 0))})"
                 for k in ("allocated", "active", "reserved")
             ),
-            f"  capacity {_html.fmt_bytes(c.get('capacity', 0))}, {int(c.get('num_ooms', 0))} OOMs",
+            f"  capacity {fallback.fmt_bytes(c.get('capacity', 0))}, {int(c.get('num_ooms', 0))} OOMs",
         ]
         for name, p in self.phase_peaks.items():
-            lines.append(f"  phase {name}: peak allocated {_html.fmt_bytes(p.get('allocated', 0))}")
+            lines.append(f"  phase {name}: peak allocated {fallback.fmt_bytes(p.get('allocated', 0))}")
         if not self.simulated:
             lines.append(f"  {HARDWARE_NOTE} ({self.backend})")
         return "\n".join(lines)

@@ -14,7 +14,7 @@ from typing import Any
 
 import traitlets
 
-from ..presentation import fmt_bytes
+from ..display.format import fmt_bytes
 from ..profiling.memory import _snapshot, fragmentation, load_snapshot_json
 from ..profiling.memory_owners import DEFAULT_OWNER, OWNERS, SOURCES, owner_totals
 from ._base import STATIC, TrnWidget
@@ -37,6 +37,15 @@ def site(block: dict[str, Any]) -> str:
     return f"{f['filename']}{sep}{f['line']}"
 
 
+def summary_of(totals: dict[str, int]) -> str:
+    """The totals' line: segments, allocated of reserved, free and the largest free block (``fmt_bytes``)."""
+    return (
+        f"{totals['segments']} segments · {fmt_bytes(totals['allocated'])} allocated of "
+        f"{fmt_bytes(totals['reserved'])} reserved · free {fmt_bytes(totals['free'])}, "
+        f"largest free block {fmt_bytes(totals['largest_free'])}"
+    )
+
+
 class MemorySnapshotWidget(TrnWidget):
     """Segments (largest first) with their blocks by owner, and the top allocation sites by live bytes."""
 
@@ -48,6 +57,11 @@ class MemorySnapshotWidget(TrnWidget):
     totals = traitlets.Dict().tag(sync=True)
     by_owner = traitlets.List().tag(sync=True)  # [owner, bytes, blocks, identified, guessed, unrecorded bytes]
     note = traitlets.Unicode("").tag(sync=True)
+    # The figures as shown, formatted once here (display.format), each list parallel to the one it describes:
+    summary = traitlets.Unicode("").tag(sync=True)  # the totals' line
+    segment_text = traitlets.List().tag(sync=True)  # per segment: [total, [each block's tooltip]]
+    site_text = traitlets.List().tag(sync=True)  # per site: its bytes
+    owner_text = traitlets.List().tag(sync=True)  # per owner: [bytes, identified, guessed, unrecorded]
 
     def __init__(self, snapshot: dict[str, Any] | str | os.PathLike[str] | None = None, **kwargs: Any) -> None:
         """``snapshot``: a snapshot dict, the path of a JSON snapshot from ``_dump_snapshot`` (never a
@@ -94,34 +108,44 @@ class MemorySnapshotWidget(TrnWidget):
                     row[2][owner] = row[2].get(owner, 0) + b["size"]
                 blocks.append([b["address"] - seg["address"], b["size"], owner_index.get(owner, 3) if live else -1])
             out.append([seg["address"], seg["total_size"], seg["segment_type"], blocks[:MAX_BLOCKS]])
-        self.segments = out[:MAX_SEGMENTS]
-        self.sites = sorted(([k, v[0], v[1], max(v[2], key=v[2].get)] for k, v in sites.items()), key=lambda r: -r[1])[
-            :20
-        ]
-        self.by_owner = [
-            [o, r["bytes"], r["blocks"], *(r[k] for k in SOURCES)] for o, r in owner_totals(snap).items() if r["blocks"]
-        ]
         frag = fragmentation(snap)
-        self.totals = {
+        totals = {
             "segments": len(segs),
             "reserved": int(sum(s["total_size"] for s in segs)),
             "allocated": int(sum(s["allocated_size"] for s in segs)),
             "free": int(frag.free_bytes.sum()),
             "largest_free": int(frag.largest_free_block.max()) if len(frag) else 0,
         }
+        top_sites = sorted(([k, v[0], v[1], max(v[2], key=v[2].get)] for k, v in sites.items()), key=lambda r: -r[1])
+        by_owner: list[list[Any]] = [
+            [o, r["bytes"], r["blocks"], *(r[k] for k in SOURCES)] for o, r in owner_totals(snap).items() if r["blocks"]
+        ]
+        with self.hold_sync():
+            self.segments = out[:MAX_SEGMENTS]
+            self.segment_text = [
+                [
+                    fmt_bytes(total),
+                    [f"{OWNERS[o] if o >= 0 else ''} {fmt_bytes(size)} @ +{off}" for off, size, o in blocks],
+                ]
+                for _, total, _, blocks in self.segments
+            ]
+            self.sites = top_sites[:20]
+            self.site_text = [fmt_bytes(r[1]) for r in self.sites]
+            self.by_owner = by_owner
+            self.owner_text = [[fmt_bytes(v) for v in (r[1], *r[3:6])] for r in by_owner]
+            self.totals = totals
+            self.summary = summary_of(totals)
 
     def fallback_html(self) -> str:
         """Totals, top allocation sites and segments as tables."""
-        t = self.totals
         sites = "".join(
-            f"<tr><td>{html.escape(s)}</td><td>{html.escape(o)}</td><td style='text-align:right'>{b}</td>"
+            f"<tr><td>{html.escape(s)}</td><td>{html.escape(o)}</td><td style='text-align:right'>{fmt_bytes(b)}</td>"
             f"<td style='text-align:right'>{n}</td></tr>"
             for s, b, n, o in self.sites[:10]
         )
         return (
-            f"<div class='trn-widget'><b>Memory snapshot</b>: {t.get('segments', 0)} segments, "
-            f"{t.get('allocated', 0)} B allocated of {t.get('reserved', 0)} B reserved; free {t.get('free', 0)} B, "
-            f"largest free block {t.get('largest_free', 0)} B<table class='trn-table'><tr><th>site</th><th>owner</th>"
+            f"<div class='trn-widget'><b>Memory snapshot</b>: {html.escape(self.summary)}"
+            f"<table class='trn-table'><tr><th>site</th><th>owner</th>"
             f"<th>bytes</th><th>blocks</th></tr>{sites}</table>{self._owner_table()}"
             + (f"<p>{html.escape(self.note)}</p>" if self.note else "")
             + "</div>"
@@ -140,11 +164,13 @@ class MemorySnapshotWidget(TrnWidget):
 
     def fallback_text(self) -> str:
         """Totals and the top sites as text."""
-        t = self.totals
-        lines = [f"Memory snapshot: {t.get('allocated', 0)} B allocated of {t.get('reserved', 0)} B reserved"]
-        lines += [f"  {b:>12} B  {n:>5} blocks  {o:<16} {s}" for s, b, n, o in self.sites[:10]]
+        lines = [f"Memory snapshot: {self.summary}"]
+        lines += [f"  {fmt_bytes(b):>12}  {n:>5} blocks  {o:<16} {s}" for s, b, n, o in self.sites[:10]]
         lines += ["  by owner (bytes identified by tensor identity / guessed from the allocation stack / unrecorded):"]
-        lines += [f"  {o:<16} {b:>12} B  {n:>5} blocks  {i} / {g} / {u}" for o, b, n, i, g, u in self.by_owner]
+        lines += [
+            f"  {o:<16} {fmt_bytes(b):>12}  {n:>5} blocks  {fmt_bytes(i)} / {fmt_bytes(g)} / {fmt_bytes(u)}"
+            for o, b, n, i, g, u in self.by_owner
+        ]
         if self.note:
             lines.append(f"  {self.note}")
         return "\n".join(lines)

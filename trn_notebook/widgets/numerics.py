@@ -3,7 +3,7 @@
 Reads one :class:`trn_notebook.numerics_compare.NumericsComparison` (facts computed once there); clicking a
 point selects that module call (trait ``selected``) and the view receives its ``|neuron − FP32|`` heat map.
 Ratios are drawn on a log axis clamped to [:data:`Y_MIN`, :data:`Y_MAX`] (0 and inf drawn at the ends,
-their labels say which). Every string reaches the page through ``textContent`` or :func:`_html.esc`.
+their labels say which). Every string reaches the page through ``textContent`` or :func:`~trn_notebook.display.fallback.esc`.
 """
 
 from __future__ import annotations
@@ -13,11 +13,12 @@ from typing import Any
 
 import traitlets
 
-from ..presentation import fmt_ratio
-from . import _html
+from ..display import fallback
+from ..display.format import fmt_ratio
 from ._base import STATIC, TrnWidget
 
 Y_MIN, Y_MAX = 1e-3, 1e3
+Y_TICKS = (1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0, 1e3)  # the log axis' grid lines, labelled by fmt_ratio
 
 
 def _y(value: float) -> float:
@@ -33,6 +34,8 @@ class NumericsView(TrnWidget):
 
     points = traitlets.List().tag(sync=True)  # [index, module, class, y, "ratio L-inf", "ratio L2", passed]
     threshold = traitlets.Float(1.5).tag(sync=True)
+    threshold_text = traitlets.Unicode("").tag(sync=True)  # fmt_ratio of the threshold
+    ticks = traitlets.List([[v, fmt_ratio(v)] for v in Y_TICKS]).tag(sync=True)  # [ratio, label] of the y axis
     first = traitlets.Int(-1).tag(sync=True)
     title = traitlets.Unicode("").tag(sync=True)
     verdict = traitlets.Unicode("").tag(sync=True)
@@ -63,6 +66,7 @@ class NumericsView(TrnWidget):
                 for row in rows
             ]
             self.threshold = r.threshold
+            self.threshold_text = fmt_ratio(r.threshold)
             self.first = r.first.index if r.first is not None else -1
             self.title = f"{r.model} under {r.policy.label()}"
             self.verdict = r.verdict()
@@ -95,12 +99,12 @@ class NumericsView(TrnWidget):
         """The curve as a static SVG with the threshold line, and the verdict (escaped)."""
         pts = [(float(p[0]), math.log10(p[3] / Y_MIN)) for p in self.points]
         line = math.log10(self.threshold / Y_MIN)
-        svg = _html.polyline_svg(
+        svg = fallback.polyline_svg(
             [("#1565c0", pts)], hlines=[("#c62828", line)], vmarks=[self.first] if self.first >= 0 else []
         )
         names = ", ".join(f"{p[0]}: {p[1]}" for p in self.points[:40])
-        body = f"<p>{_html.esc(self.verdict)}</p>{svg}<p style='color:#666'>{_html.esc(names)}</p>"
-        return _html.section(f"Numerics ratio per module: {self.title}", body)
+        body = f"<p>{fallback.esc(self.verdict)}</p>{svg}<p style='color:#666'>{fallback.esc(names)}</p>"
+        return fallback.section(f"Numerics ratio per module: {self.title}", body)
 
     def fallback_text(self) -> str:
         """The verdict and one line per module."""

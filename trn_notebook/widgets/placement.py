@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any, TypedDict
 import traitlets
 
 from .. import facts
+from ..display import fallback
+from ..display.format import WALL_MS, fmt_bytes, fmt_ms, fmt_share
 from ..facts.base import NOT_MEASURED, Placement, shown
 from ..facts.simulator import placement_of
-from ..presentation import WALL_MS
-from . import _html
 from ._base import STATIC, TrnWidget
 
 if TYPE_CHECKING:
@@ -38,6 +38,27 @@ class PlacementRow(TypedDict):
     modeled_ms: float | str
     bytes: int | str
     source: str
+    text: dict[str, str]  # the figures as shown (calls, host_ms, modeled_ms, bytes), formatted once (figure_texts)
+
+
+def ms_text(value: Any) -> str:
+    """A milliseconds column's cell (``fmt_ms``: three decimals), or the backend's word for a missing figure."""
+    return fmt_ms(value / 1e3) if isinstance(value, int | float) else str(value)
+
+
+def bytes_text(value: Any) -> str:
+    """A bytes column's cell (``fmt_bytes``), or the backend's word for a missing figure."""
+    return fmt_bytes(value) if isinstance(value, int | float) else str(value)
+
+
+def figure_texts(calls: Any, host_ms: Any, modeled_ms: Any, moved: Any) -> dict[str, str]:
+    """The strings the view shows for a row's (or the totals') figures, keyed by column."""
+    return {
+        "calls": str(calls),
+        "host_ms": ms_text(host_ms),
+        "modeled_ms": ms_text(modeled_ms),
+        "bytes": bytes_text(moved),
+    }
 
 
 def rows_of(placement: Placement) -> list[PlacementRow]:
@@ -51,6 +72,7 @@ def rows_of(placement: Placement) -> list[PlacementRow]:
             modeled_ms=shown(r.device_ms),
             bytes=shown(r.bytes_moved),
             source=str(shown(r.source)),
+            text=figure_texts(shown(r.calls), shown(r.host_ms), shown(r.device_ms), shown(r.bytes_moved)),
         )
         for op, r in placement.items()
     ]
@@ -59,6 +81,7 @@ def rows_of(placement: Placement) -> list[PlacementRow]:
 def totals_of(placement: Placement) -> dict[str, Any]:
     """Totals of a placement (its aggregations): calls, wall ms, modeled ms, fallback ms and share, bytes."""
     share = placement.fallback_share
+    host, modeled, moved = shown(placement.host_ms), shown(placement.device_ms), shown(placement.bytes_moved)
     return {
         "ops": len(placement),
         "calls": placement.total_calls,
@@ -68,16 +91,14 @@ def totals_of(placement: Placement) -> dict[str, Any]:
         "fallback_pct": NOT_MEASURED if share is None else 100.0 * share,
         "bytes": shown(placement.bytes_moved),
         "calls_by_category": {k: v for k, v in placement.calls_by_category.items() if v},
+        "text": {**figure_texts(placement.total_calls, host, modeled, moved), "ops": f"{len(placement)} ops"},
     }
 
 
-def _pct(totals: dict[str, Any]) -> str:
-    value = totals.get("fallback_pct", 0.0)
-    return f"{value:.1f}%" if isinstance(value, float) else str(value)
-
-
-def _num(value: Any, digits: int = 3) -> str:
-    return f"{value:.{digits}f}" if isinstance(value, float) else str(value)
+def share_text(placement: Placement) -> str:
+    """The fallback share of modeled time (``fmt_share``), or "not measured"."""
+    share = placement.fallback_share
+    return NOT_MEASURED if share is None else fmt_share(share)
 
 
 def _sort_key(value: Any) -> Any:
@@ -148,7 +169,7 @@ class PlacementView(TrnWidget):
     def _summary(self) -> str:
         if not self._placement.measured:
             return f"{len(self._placement.fallback_ops)} ops fell back to the CPU; their cost is not measured"
-        return f"{_pct(totals_of(self._placement))} of modeled time spent in CPU fallbacks"
+        return f"{share_text(self._placement)} of modeled time spent in CPU fallbacks"
 
     def _update_rows(self) -> None:
         rows = self.sorted_rows()
@@ -167,29 +188,31 @@ class PlacementView(TrnWidget):
         rows = sorted(self._all, key=lambda r: (_sort_key(r["modeled_ms"]), r["op"]), reverse=True)
         t = totals_of(self._placement)
         shown_rows = rows[:MAX_ROWS]
-        body = _html.table(
+        body = fallback.table(
             ["op", "category", "calls", WALL_MS, "modeled ms", "bytes moved", "source"],
             [
                 [
                     r["op"],
                     r["category"],
                     r["calls"],
-                    _num(r["host_ms"]),
-                    _num(r["modeled_ms"]),
-                    _html.fmt_bytes(r["bytes"]) if isinstance(r["bytes"], int) else r["bytes"],
+                    r["text"]["host_ms"],
+                    r["text"]["modeled_ms"],
+                    r["text"]["bytes"],
                     r["source"],
                 ]
                 for r in shown_rows
             ],
-            row_styles=[f"color:{_html.CATEGORY_COLOURS.get(r['category'], _html.OTHER_COLOUR)}" for r in shown_rows],
+            row_styles=[
+                f"color:{fallback.CATEGORY_COLOURS.get(r['category'], fallback.OTHER_COLOUR)}" for r in shown_rows
+            ],
         )
         more = f"<p>… {len(rows) - len(shown_rows)} more ops</p>" if len(rows) > len(shown_rows) else ""
-        moved = _html.fmt_bytes(t["bytes"]) if isinstance(t["bytes"], int) else t["bytes"]
+        moved = t["text"]["bytes"]
         summary = (
-            f"<p><b>{_html.esc(self._summary())}</b> ({t['ops']} ops, {t['calls']} calls, "
-            f"{_html.esc(_num(t['modeled_ms']))} ms modeled, {_html.esc(moved)} moved; {_html.esc(self.backend)})</p>"
+            f"<p><b>{fallback.esc(self._summary())}</b> ({t['ops']} ops, {t['calls']} calls, "
+            f"{fallback.esc(t['text']['modeled_ms'])} ms modeled, {fallback.esc(moved)} moved; {fallback.esc(self.backend)})</p>"
         )
-        return _html.section(f"Op placement ({self.scope})", body + more + summary)
+        return fallback.section(f"Op placement ({self.scope})", body + more + summary)
 
     def fallback_text(self) -> str:
         """A few lines: totals, fallback share and the top ops."""
@@ -197,5 +220,7 @@ class PlacementView(TrnWidget):
         lines = [f"Op placement ({self.scope}): {t['ops']} ops, {t['calls']} calls, {self._summary()}"]
         rows = sorted(self._all, key=lambda r: (_sort_key(r["modeled_ms"]), r["op"]), reverse=True)
         for r in rows[:10]:
-            lines.append(f"  {r['op']:<28} {r['category']:<13} {r['calls']!s:>7} calls {_num(r['modeled_ms']):>10} ms")
+            lines.append(
+                f"  {r['op']:<28} {r['category']:<13} {r['calls']!s:>7} calls {r['text']['modeled_ms']:>10} ms"
+            )
         return "\n".join(lines)

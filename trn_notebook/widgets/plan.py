@@ -12,7 +12,8 @@ from typing import Any
 import traitlets
 
 from ..device.dry_memory import CATEGORIES
-from . import _html
+from ..display import fallback
+from ..display.format import fmt_bytes, fmt_s
 from ._base import STATIC, TrnWidget
 
 
@@ -33,7 +34,8 @@ class PlanView(TrnWidget):
     def refresh(self) -> None:
         """Copy the plan's table into the synced state."""
         r = self._result
-        self.capacity = int(r.capacity)
+        cap = int(r.capacity)
+        self.capacity = cap
         self.title = f"plan: {r.model} on {r.chip} (LNC={r.lnc}) — DRY RUN, every figure modeled"
         self.rows = [
             {
@@ -45,13 +47,16 @@ class PlanView(TrnWidget):
                 "bytes": {c: int(row[c]) for c in CATEGORIES},
                 "step_s": float(row["step_s"]),
                 "exposed_s": float(row["exposed_comm_s"]),
+                # the figures as shown, formatted once (display.format)
+                "memory_text": f"{fmt_bytes(int(row['peak_allocated']))} / {fmt_bytes(cap)} ({row['peak_phase']})",
+                "time_text": f"{fmt_s(float(row['step_s']))} step, {fmt_s(float(row['exposed_comm_s']))} exposed comm",
             }
             for name, row in r.table.iterrows()
         ]
 
     def fallback_html(self) -> str:
         """The plan's own table (escaped)."""
-        return _html.section(self.title, self._result._repr_html_())
+        return fallback.section(self.title, self._result._repr_html_())
 
     def fallback_text(self) -> str:
         """The plan's own text."""

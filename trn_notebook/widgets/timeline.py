@@ -10,12 +10,14 @@ IR nodes of a compiled kernel). Saved notebooks show :meth:`fallback_html`: the 
 from __future__ import annotations
 
 import html
+import json
 from typing import Any
 
 import numpy as np
 import traitlets
 
 from ..device.lanes import LANES
+from ..display.format import fmt_bytes, fmt_s
 from ..profiling.summary import _modeled_process
 from ..profiling.traceio import load_trace
 from ._base import STATIC, TrnWidget
@@ -29,6 +31,27 @@ DETAIL_KEYS = ("op", "shapes", "modeled_us", "wall_us", "source", "code", "host_
                "ir_nodes", "sources", "copy_us", "wait_us", "graph", "cache")  # fmt: skip
 
 
+def us_text(us: float) -> str:
+    """Microseconds as the view shows them (``fmt_s``)."""
+    return fmt_s(us * 1e-6)
+
+
+def detail_rows(detail: dict[str, Any]) -> list[list[str]]:
+    """The click panel's ``[key, text]`` rows: times (``*_us``) and bytes formatted here, lists and dicts as JSON."""
+    rows = []
+    for k, v in detail.items():
+        if isinstance(v, list | dict):
+            text = json.dumps(v, separators=(",", ":"))
+        elif isinstance(v, int | float) and not isinstance(v, bool) and k.endswith("_us"):
+            text = us_text(v)
+        elif isinstance(v, int | float) and not isinstance(v, bool) and k == "bytes":
+            text = fmt_bytes(v)
+        else:
+            text = str(v)
+        rows.append([k, text])
+    return rows
+
+
 class TimelineWidget(TrnWidget):
     """Lanes host / device ops / graphs / kernels / transfers / syncs / fallbacks / compile + HBM track."""
 
@@ -37,9 +60,12 @@ class TimelineWidget(TrnWidget):
     lanes = traitlets.List().tag(sync=True)
     span = traitlets.List([0.0, 1.0]).tag(sync=True)  # whole trace [t0, t1] µs (relative)
     window = traitlets.List([0.0, 1.0]).tag(sync=True)  # visible [a, b] µs
-    events = traitlets.List().tag(sync=True)  # [id, lane, ts, dur, name]
+    events = traitlets.List().tag(sync=True)  # [id, lane, ts, dur, name, duration text]
     bins = traitlets.List().tag(sync=True)  # per lane: list of [start, end, busy_fraction, count]
     memory = traitlets.List().tag(sync=True)  # [ts, allocated, reserved]
+    memory_peak = traitlets.List([1.0, ""]).tag(sync=True)  # [the HBM track's top in bytes, its label]
+    # the window's figures as shown, formatted here for the window they describe (display.format):
+    window_text = traitlets.Dict().tag(sync=True)  # {"window": [a, b], "start", "end", "width"}
     total_events = traitlets.Int(0).tag(sync=True)
 
     def __init__(self, trace: Any, **kwargs: Any) -> None:
@@ -82,6 +108,8 @@ class TimelineWidget(TrnWidget):
         self.span = self._span
         self.total_events = len(self._rows)
         self.memory = _downsample(self._mem, MAX_POINTS)
+        peak = max([1.0] + [max(p[1], p[2]) for p in self.memory])
+        self.memory_peak = [peak, fmt_bytes(peak)]
         self.window = list(self._span)
         self._fill(*self._span)
 
@@ -89,6 +117,12 @@ class TimelineWidget(TrnWidget):
         self.guarded("window", lambda: self._fill(*change["new"]))
 
     def _fill(self, a: float, b: float) -> None:
+        self.window_text = {
+            "window": [a, b],
+            "start": us_text(a),
+            "end": us_text(b),
+            "width": us_text(b - a),
+        }
         a, b = float(a) + self._t0, float(b) + self._t0
         if b <= a:
             b = a + 1e-3
@@ -101,7 +135,7 @@ class TimelineWidget(TrnWidget):
         t0 = self._t0
         self.events = [
             [int(i), int(self._lane[i]), round(float(self._ts[i]) - t0, 3), round(float(self._dur[i]), 3),
-             self._rows[i][3].get("name", "")]
+             self._rows[i][3].get("name", ""), us_text(float(self._dur[i]))]
             for i in keep
         ]  # fmt: skip
         self.bins = self._bin(sel, a, b)
@@ -130,7 +164,8 @@ class TimelineWidget(TrnWidget):
         i = int(content.get("id", -1))
         if not 0 <= i < len(self._rows):
             raise ValueError(f"no event {i}")
-        self.send({"type": "detail", "id": i, "detail": self.detail(i)})
+        detail = self.detail(i)
+        self.send({"type": "detail", "id": i, "detail": detail, "rows": detail_rows(detail)})
 
     def _on_reset(self, content: dict[str, Any]) -> None:
         self.window = list(self._span)
@@ -154,21 +189,21 @@ class TimelineWidget(TrnWidget):
         """The slowest events with their source lines (for saved notebooks)."""
         rows = "".join(
             f"<tr><td>{html.escape(str(d['name']))}</td><td>{html.escape(d['lane'])}</td>"
-            f"<td style='text-align:right'>{d['duration_us']:.1f}</td>"
+            f"<td style='text-align:right'>{us_text(d['duration_us'])}</td>"
             f"<td>{html.escape(str(d.get('source', '')))}</td><td><code>{html.escape(str(d.get('code', '')))}</code></td></tr>"
             for d in self.slowest()
         )
         return (
             f"<div class='trn-widget'><b>Timeline (modeled)</b>: {len(self._rows)} events over "
-            f"{self._span[1] / 1e3:.3f} ms; slowest events:<table class='trn-table'><tr><th>event</th><th>lane</th>"
-            f"<th>µs</th><th>source</th><th>code</th></tr>{rows}</table></div>"
+            f"{us_text(self._span[1])}; slowest events:<table class='trn-table'><tr><th>event</th><th>lane</th>"
+            f"<th>duration</th><th>source</th><th>code</th></tr>{rows}</table></div>"
         )
 
     def fallback_text(self) -> str:
         """The slowest events as text."""
-        lines = [f"Timeline (modeled): {len(self._rows)} events over {self._span[1] / 1e3:.3f} ms; slowest:"]
+        lines = [f"Timeline (modeled): {len(self._rows)} events over {us_text(self._span[1])}; slowest:"]
         for d in self.slowest():
-            lines.append(f"  {d['duration_us']:10.1f} µs  {d['name']}  [{d['lane']}]  {d.get('source', '')}")
+            lines.append(f"  {us_text(d['duration_us']):>12}  {d['name']}  [{d['lane']}]  {d.get('source', '')}")
         return "\n".join(lines)
 
 

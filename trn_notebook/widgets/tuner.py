@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import traitlets
 
-from ..presentation import COMPILE_MODELED_LABEL, fmt_duration
-from . import _html
+from ..display import fallback
+from ..display.format import COMPILE_MODELED_LABEL, fmt_duration, fmt_s, fmt_share
 from ._base import STATIC, TrnWidget
 
 if TYPE_CHECKING:
@@ -110,6 +110,18 @@ def controls_spec(kind: str, min_len: int, max_len: int, count: int, sizes: str)
     if kind == "list":
         return "list:" + ",".join(s.strip() for s in sizes.split(",") if s.strip())
     raise ValueError(f"unknown policy kind {kind!r}; valid: {', '.join(KINDS)}")
+
+
+def readout_texts(result: Any) -> dict[str, str]:
+    """The read-out cards' figures as shown, formatted once (display.format), keyed by the readouts' names."""
+    seconds = getattr(result, "modeled_neuron_compile_s", None)
+    return {
+        "padding_waste_pct": fmt_share(float(result.padding_waste_pct) / 100.0),
+        "cold_compile_s": fmt_s(float(result.cold_compile_s)),
+        "neuron_compile_s": fmt_duration(seconds) if seconds is not None else "n/a",
+        "p50_s": fmt_s(float(result.p50_s)),
+        "p99_s": fmt_s(float(result.p99_s)),
+    }
 
 
 def neuron_compile_text(result: Any) -> str:
@@ -349,7 +361,9 @@ class ShapeTuner(TrnWidget):
                 "neuron_compile_text": neuron_compile_text(result),
                 **source_labels(str(result.latency_source), str(result.compile_source)),
             }
-        readouts["compute_ms"] = (time.perf_counter() - start) * 1e3
+        compute_s = time.perf_counter() - start
+        readouts["compute_ms"] = compute_s * 1e3
+        readouts["text"] = {**(readout_texts(result) if result is not None else {}), "compute_s": fmt_s(compute_s)}
         with self.hold_sync():
             self.policy = str(policy)
             self.buckets = [int(b) for b in policy.buckets()]
@@ -393,21 +407,21 @@ class ShapeTuner(TrnWidget):
         """Histogram with bucket marks and the read-outs, escaped."""
         h = self.hist
         bars = [(h["edges"][i], h["edges"][i + 1], h["counts"][i]) for i in range(len(h.get("counts", [])))]
-        chart = _html.bars_svg(bars, marks=self.buckets)
+        chart = fallback.bars_svg(bars, marks=self.buckets)
         r = self.readouts
         rows = [["policy", self.policy], ["in force", self.applied or "none"], ["samples", h.get("samples", 0)]]
         if "compiles" in r:
             rows += [
                 ["compiles", r["compiles"]],
-                ["padding waste", f"{r['padding_waste_pct']:.1f}%"],
-                ["cold compile", _html.fmt_s(r["cold_compile_s"])],
+                ["padding waste", r["text"]["padding_waste_pct"]],
+                ["cold compile", r["text"]["cold_compile_s"]],
                 ["cold compile from", r.get("compile_source", "")],
                 [COMPILE_MODELED_LABEL, r.get("neuron_compile_text", "")],
-                ["modeled p50 / p99", f"{_html.fmt_s(r['p50_s'])} / {_html.fmt_s(r['p99_s'])}"],
+                ["modeled p50 / p99", f"{r['text']['p50_s']} / {r['text']['p99_s']}"],
                 ["latency from", r.get("latency_source", "")],
             ]
         title = f"Shape buckets: {self.name or self.source}" + (f" ({self.dim})" if self.dim else "")
-        return _html.section(title, chart + _html.table(["", ""], rows))
+        return fallback.section(title, chart + fallback.table(["", ""], rows))
 
     def fallback_text(self) -> str:
         """Policy, samples and read-outs on a few lines."""
@@ -415,10 +429,11 @@ class ShapeTuner(TrnWidget):
         head = f"Shape buckets: {self.name or self.source}: {self.hist.get('samples', 0)} samples, policy {self.policy}"
         if "compiles" not in r:
             return head
+        text = r["text"]
         return (
-            f"{head}\n  {r['compiles']} compiles, {r['padding_waste_pct']:.1f}% padding waste, "
-            f"cold compile {_html.fmt_s(r['cold_compile_s'])}, p50 {_html.fmt_s(r['p50_s'])}, "
-            f"p99 {_html.fmt_s(r['p99_s'])}\n  cold compile from: {r.get('compile_source', '')}"
+            f"{head}\n  {r['compiles']} compiles, {text['padding_waste_pct']} padding waste, "
+            f"cold compile {text['cold_compile_s']}, p50 {text['p50_s']}, "
+            f"p99 {text['p99_s']}\n  cold compile from: {r.get('compile_source', '')}"
             f"\n  {COMPILE_MODELED_LABEL}: {r.get('neuron_compile_text', '')}"
             f"\n  latency from: {r.get('latency_source', '')}"
         )

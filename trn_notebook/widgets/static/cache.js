@@ -27,13 +27,8 @@ function svg(tag, attrs) {
   return node;
 }
 
-function fmtS(s) {
-  if (Math.abs(s) < 1e-3) return (s * 1e6).toFixed(1) + " µs";
-  if (Math.abs(s) < 1) return (s * 1e3).toFixed(2) + " ms";
-  return s.toFixed(2) + " s";
-}
-
-function stageBar(stageUs, maxUs) {
+// Every figure shown arrives formatted by the kernel (trn_notebook.display.format); numbers only size the bars.
+function stageBar(stageUs, stageText, maxUs) {
   const W = 160;
   const bar = svg("svg", { width: W, height: 12, class: "trn-stages" });
   let x = 0;
@@ -43,7 +38,7 @@ function stageBar(stageUs, maxUs) {
     const w = (W * us) / Math.max(maxUs, 1e-9);
     const rect = svg("rect", { x, y: 1, width: Math.max(w, 0.5), height: 10, fill: colour });
     const tip = svg("title");
-    tip.textContent = stage + ": " + (us / 1e3).toFixed(2) + " ms";
+    tip.textContent = stage + ": " + (stageText[stage] ?? "");
     rect.append(tip);
     bar.append(rect);
     x += w;
@@ -101,8 +96,8 @@ function render({ model, el: root }) {
     const t = model.get("totals") || {};
     const results = Object.entries(t.results || {}).map(([k, v]) => v + " " + k).join(", ");
     summary.textContent =
-      (t.graphs ?? 0) + ((t.graphs ?? 0) === 1 ? " graph (" : " graphs (") + (results || "none") + ") · cold (compile) " + (t.cold_text || fmtS(t.cold_s ?? 0)) +
-      " · warm (latest run of each graph) " + fmtS(t.warm_s ?? 0) + " · " + (t.runs ?? 0) + " runs · " + model.get("disk_entries") +
+      (t.graphs ?? 0) + ((t.graphs ?? 0) === 1 ? " graph (" : " graphs (") + (results || "none") + ") · cold (compile) " + (t.cold_text ?? "") +
+      " · warm (latest run of each graph) " + (t.warm_text ?? "") + " · " + (t.runs ?? 0) + " runs · " + model.get("disk_entries") +
       (model.get("disk_entries") === 1 ? " entry on disk" : " entries on disk");
     status.textContent = model.get("status");
     table.replaceChildren();
@@ -120,7 +115,7 @@ function render({ model, el: root }) {
       const id = el("td", null, g.graph_id.slice(0, 12));
       id.title = g.graph_id;
       const stages = el("td");
-      stages.append(stageBar(g.stage_us, maxUs));
+      stages.append(stageBar(g.stage_us, g.stage_text || {}, maxUs));
       tr.append(
         el("td", "trn-graph-name", g.graph_name),
         el("td", "trn-model-name", g.model_name),
@@ -129,9 +124,9 @@ function render({ model, el: root }) {
         el("td", null, g.nodes),
         el("td", null, g.fused_kernels),
         el("td", "trn-cache-result", g.cache_result),
-        el("td", null, g.compile_text || fmtS(g.compile_s)),
+        el("td", null, g.compile_text),
         stages,
-        el("td", null, g.modeled_device_ms.toFixed(3)),
+        el("td", null, g.modeled_device_text),
         el("td", null, g.runs),
       );
       table.append(tr);

@@ -23,16 +23,14 @@ function svg(tag, attrs) {
   return node;
 }
 
-function fmtBytes(n) {
-  const units = [["GiB", 2 ** 30], ["MiB", 2 ** 20], ["KiB", 2 ** 10]];
-  for (const [u, s] of units) if (Math.abs(n) >= s) return (n / s).toFixed(2) + " " + u;
-  return Math.round(n) + " B";
-}
+// Every figure shown arrives formatted by the kernel (trn_notebook.display.format: `counter_text`,
+// `phase_text`, the chart's `axis` ticks, each OOM's texts); the numbers only place the drawing.
 
 // The timeline's x axis: wall time, except that every pause longer than PAUSE_S (no sample and no OOM in
 // between: the notebook sat idle between cells) is cut to a break of at most BREAK_PX, so the phase bands of a
 // few busy seconds keep their width after a pause of minutes instead of collapsing into a sliver.
 export const PAUSE_S = 2;
+const PAUSE_TEXT = "2 s"; // PAUSE_S, as the note says it
 const BREAK_PX = 14;
 
 /** The axis of sorted event `times` over [left, left + width] px: X(t) -> px, T(px) -> t and the cut pauses. */
@@ -113,14 +111,15 @@ function render({ model, el: root }) {
 
   function drawCards() {
     const c = model.get("counters") || {};
+    const text = model.get("counter_text") || {};
     cards.replaceChildren();
     for (const key of ["allocated", "active", "reserved"]) {
       const card = el("div", "trn-card");
       card.dataset.key = key;
       card.append(
         el("div", "trn-k", key),
-        el("div", "trn-v", fmtBytes(c[key] ?? 0)),
-        el("div", "trn-k", "peak " + fmtBytes(c["peak_" + key] ?? 0)),
+        el("div", "trn-v", text[key] ?? ""),
+        el("div", "trn-k", "peak " + (text["peak_" + key] ?? "")),
       );
       cards.append(card);
     }
@@ -128,7 +127,7 @@ function render({ model, el: root }) {
     cap.dataset.key = "capacity";
     cap.append(
       el("div", "trn-k", "capacity"),
-      el("div", "trn-v", fmtBytes(c.capacity ?? 0)),
+      el("div", "trn-v", text.capacity ?? ""),
       el("div", "trn-k", (c.num_ooms ?? 0) + " OOMs · " + (c.num_alloc_retries ?? 0) + " retries"),
     );
     cards.append(cap);
@@ -136,7 +135,7 @@ function render({ model, el: root }) {
   }
 
   function drawPhases() {
-    const peaks = model.get("phase_peaks") || {};
+    const peaks = model.get("phase_text") || {};
     phases.replaceChildren();
     const head = el("tr");
     for (const h of ["phase", "peak allocated", "peak active", "peak reserved"]) head.append(el("th", null, h));
@@ -145,9 +144,9 @@ function render({ model, el: root }) {
       const tr = el("tr");
       tr.append(
         el("td", null, name),
-        el("td", null, fmtBytes(p.allocated ?? 0)),
-        el("td", null, fmtBytes(p.active ?? 0)),
-        el("td", null, fmtBytes(p.reserved ?? 0)),
+        el("td", null, p.allocated ?? ""),
+        el("td", null, p.active ?? ""),
+        el("td", null, p.reserved ?? ""),
       );
       phases.append(tr);
     }
@@ -158,6 +157,8 @@ function render({ model, el: root }) {
     chart.replaceChildren();
     chart.dataset.points = String(points.length);
     const c = model.get("counters") || {};
+    const text = model.get("counter_text") || {};
+    const axis = model.get("axis") || {};
     if (!points.some((p) => p[3] > 0) && ooms.length === 0) { // nothing ever reserved: no chart to draw
       const t = svg("text", { x: 10, y: H / 2, class: "trn-empty-text" });
       t.textContent = "no device allocations yet: tensors created on neuron appear here (allocated / active / reserved)";
@@ -178,9 +179,9 @@ function render({ model, el: root }) {
     const R = 8;
     const T = 16; // phase names
     const B = 32; // x tick labels and the x-axis title
-    const axis = timeAxis(times, L, W - L - R);
+    const timeline = timeAxis(times, L, W - L - R);
     const sy = (H - T - B) / top;
-    const X = axis.X;
+    const X = timeline.X;
     const Y = (v) => H - B - v * sy;
     // Phases (trn_notebook.phase(...)): a band per run of samples in one phase, named at the top.
     const runs = [];
@@ -202,36 +203,37 @@ function render({ model, el: root }) {
       else label.remove();
     });
     chart.dataset.phases = named.map((r) => r.name).join(",");
-    // Grid and axes.
-    for (const frac of [0, 0.5, 1]) {
-      const v = (top / 1.08) * frac;
-      const label = svg("text", { x: L - 4, y: Y(v) + 3, "text-anchor": "end" });
-      label.textContent = fmtBytes(v);
-      chart.append(label, svg("line", { x1: L, x2: W - R, y1: Y(v), y2: Y(v), class: "trn-grid" }));
+    // Grid and axes: the ticks' values and texts come from the kernel; one off this chart's scale is left out.
+    const slack = 1e-9 * Math.max(1, Math.abs(t1 - t0));
+    for (const [v, label] of axis.y || []) {
+      if (v < 0 || v > top) continue;
+      const tick = svg("text", { x: L - 4, y: Y(v) + 3, "text-anchor": "end" });
+      tick.textContent = label;
+      chart.append(tick, svg("line", { x1: L, x2: W - R, y1: Y(v), y2: Y(v), class: "trn-grid" }));
     }
-    for (const [frac, anchor] of [[0, "start"], [0.5, "middle"], [1, "end"]]) {
-      const x = L + (W - L - R) * frac;
-      const label = svg("text", { x, y: H - B + 12, "text-anchor": anchor });
-      label.textContent = axis.T(x).toFixed(2) + " s";
-      chart.append(label);
+    for (const [t, label, anchor] of axis.x || []) {
+      if (t < t0 - slack || t > t1 + slack) continue;
+      const tick = svg("text", { x: X(t), y: H - B + 12, "text-anchor": anchor });
+      tick.textContent = label;
+      chart.append(tick);
     }
-    // Cut pauses: a break mark (two slanted strokes) on the axis, the pause's length in its tooltip and the note.
-    for (const [a, b] of axis.gaps) {
+    // Cut pauses: a break mark (two slanted strokes) on the axis, named in its tooltip and the note.
+    for (const [a] of timeline.gaps) {
       const x = X(a);
       const mark = svg("g", { class: "trn-axis-break" });
       const title = svg("title");
-      title.textContent = "paused " + (b - a).toFixed(1) + " s (cut from the axis)";
+      title.textContent = "an idle pause, cut from the axis";
       mark.append(
         title,
-        svg("rect", { x, y: T, width: axis.breakPx, height: H - T - B, class: "trn-axis-break-gap" }),
+        svg("rect", { x, y: T, width: timeline.breakPx, height: H - T - B, class: "trn-axis-break-gap" }),
         svg("line", { x1: x - 2, x2: x + 2, y1: H - B + 4, y2: H - B - 4 }),
-        svg("line", { x1: x + axis.breakPx - 2, x2: x + axis.breakPx + 2, y1: H - B + 4, y2: H - B - 4 }),
+        svg("line", { x1: x + timeline.breakPx - 2, x2: x + timeline.breakPx + 2, y1: H - B + 4, y2: H - B - 4 }),
       );
       chart.append(mark);
     }
-    chart.dataset.breaks = String(axis.gaps.length);
+    chart.dataset.breaks = String(timeline.gaps.length);
     const xTitle = svg("text", { x: L + (W - L - R) / 2, y: H - 3, "text-anchor": "middle", class: "trn-axis-title" });
-    xTitle.textContent = "wall time since the simulator started (s)" + (axis.gaps.length ? ", pauses cut" : "");
+    xTitle.textContent = "wall time since the simulator started (s)" + (timeline.gaps.length ? ", pauses cut" : "");
     const yTitle = svg("text", {
       x: 0, y: 0, "text-anchor": "middle", class: "trn-axis-title",
       transform: `translate(11 ${T + (H - T - B) / 2}) rotate(-90)`,
@@ -239,17 +241,14 @@ function render({ model, el: root }) {
     yTitle.textContent = "device memory (bytes)";
     chart.append(xTitle, yTitle);
     const notes = [];
-    if (axis.gaps.length) {
-      const pauses = axis.gaps.map(([a, b]) => (b - a).toFixed(1) + " s").join(", ");
-      notes.push("axis breaks: " + axis.gaps.length + " idle pause(s) over " + PAUSE_S + " s cut out (" + pauses + ")");
-    }
+    if (timeline.gaps.length) notes.push("axis breaks: idle pauses with no allocation (" + PAUSE_TEXT + " or more) cut out");
     if (capOnScale) {
       chart.append(svg("line", {
         x1: L, x2: W - R, y1: Y(capacity), y2: Y(capacity), "stroke-dasharray": "5 3", class: "trn-capacity",
       }));
-      notes.push("dashed red: capacity " + fmtBytes(capacity));
+      notes.push("dashed red: capacity " + (text.capacity ?? ""));
     } else {
-      notes.push("capacity " + fmtBytes(capacity) + " (above the chart's scale)");
+      notes.push("capacity " + (text.capacity ?? "") + " (above the chart's scale)");
     }
     // Step lines (a counter holds its value until the next sample): reserved, then active as a shaded
     // area, then allocated on top (allocated >= active by a block's rounding only, so drawn under active it would be hidden).
@@ -257,16 +256,16 @@ function render({ model, el: root }) {
       let d = "";
       let first = true;
       for (const p of points) {
-        const x = X(p[0]).toFixed(1);
-        const y = Y(p[index]).toFixed(1);
+        const x = Math.round(X(p[0]) * 10) / 10;
+        const y = Math.round(Y(p[index]) * 10) / 10;
         d += first ? `M${x},${y}` : `H${x}V${y}`;
         first = false;
       }
       return d;
     };
     const activeLine = stepPath(2);
-    const base = Y(0).toFixed(1);
-    const area = `${activeLine}H${X(t1).toFixed(1)}V${base}H${X(t0).toFixed(1)}Z`;
+    const px = (v) => Math.round(v * 10) / 10; // path coordinates to a tenth of a pixel
+    const area = `${activeLine}H${px(X(t1))}V${px(Y(0))}H${px(X(t0))}Z`;
     chart.append(svg("path", { d: area, class: "trn-area-active", fill: SERIES[1][2] }));
     for (const [index, name, colour] of [SERIES[2], SERIES[1], SERIES[0]]) {
       const width = name === "allocated" ? 2 : 1.25;
@@ -279,17 +278,18 @@ function render({ model, el: root }) {
     ooms.forEach((o, i) => {
       const x = X(o[0]);
       const mark = svg("line", { x1: x, x2: x, y1: T, y2: H - B, "stroke-width": 2, class: "trn-oom" });
-      const text = "out of memory: asked " + fmtBytes(o[1]) + " in phase " + o[2];
+      // o: [t_s, asked bytes, phase, asked text, time text]
+      const what = "out of memory: asked " + o[3] + " in phase " + o[2];
       const title = svg("title");
-      title.textContent = text;
+      title.textContent = what;
       mark.append(title);
       const right = x > L + (W - L - R) / 2;
       const label = svg("text", {
         x: right ? x - 4 : x + 4, y: T + 12 + 12 * i, "text-anchor": right ? "end" : "start", class: "trn-oom-label",
       });
-      label.textContent = "OOM: asked " + fmtBytes(o[1]);
+      label.textContent = "OOM: asked " + o[3];
       chart.append(mark, label);
-      notes.push("solid red line at " + o[0].toFixed(2) + " s: " + text + " (the request was refused; see the error)");
+      notes.push("solid red line at " + o[4] + ": " + what + " (the request was refused; see the error)");
     });
     note.textContent = notes.join(" · ");
   }
@@ -326,8 +326,10 @@ function render({ model, el: root }) {
   };
   const handlers = [
     ["change:counters", () => { drawCards(); schedule(); }],
+    ["change:counter_text", drawCards],
+    ["change:axis", schedule],
     ["change:live", drawCards],
-    ["change:phase_peaks", drawPhases],
+    ["change:phase_text", drawPhases],
     ["change:timeline", onTimeline],
     ["change:ooms", onTimeline],
     ["change:error", drawError],

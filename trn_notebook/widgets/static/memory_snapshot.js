@@ -10,10 +10,8 @@ function el(tag, cls, text) {
   return node;
 }
 
-function fmtBytes(n) {
-  for (const [u, s] of [["GiB", 2 ** 30], ["MiB", 2 ** 20], ["KiB", 2 ** 10]]) if (Math.abs(n) >= s) return (n / s).toFixed(2) + " " + u;
-  return Math.round(n) + " B";
-}
+// Every figure shown arrives formatted by the kernel (trn_notebook.display.format): `summary`, and
+// `segment_text`, `site_text`, `owner_text` beside the lists they describe; the numbers only size the bars.
 
 function render({ model, el: root }) {
   root.classList.add("trn-widget", "trn-memory-snapshot");
@@ -25,11 +23,7 @@ function render({ model, el: root }) {
   root.append(head, legend, bars, sites, owners);
 
   function draw() {
-    const t = model.get("totals") || {};
-    head.replaceChildren(
-      el("b", "trn-title", "Memory snapshot"),
-      el("span", "trn-label", `${t.segments || 0} segments · ${fmtBytes(t.allocated || 0)} allocated of ${fmtBytes(t.reserved || 0)} reserved · free ${fmtBytes(t.free || 0)}, largest free block ${fmtBytes(t.largest_free || 0)}`),
-    );
+    head.replaceChildren(el("b", "trn-title", "Memory snapshot"), el("span", "trn-label", model.get("summary") || ""));
     legend.replaceChildren();
     (model.get("owners") || []).forEach((o, i) => {
       const s = el("span");
@@ -47,48 +41,53 @@ function render({ model, el: root }) {
         "segment appears as a bar with its blocks coloured by owner"));
     }
     const biggest = Math.max(1, ...segs.map((s) => s[1]));
-    for (const [addr, total, type, blocks] of segs) {
+    const segText = model.get("segment_text") || [];
+    segs.forEach(([, total, type, blocks], s) => {
+      const [totalText, tips] = segText[s] || ["", []];
       const row = el("div", "trn-snapshot-row");
-      const label = el("span", "trn-label", `${type} ${fmtBytes(total)}`);
+      const label = el("span", "trn-label", type + " " + totalText);
       const bar = el("div", "trn-snapshot-bar");
       bar.style.width = Math.max(4, (total / biggest) * 100) + "%";
-      for (const [offset, size, owner] of blocks) {
-        if (owner < 0) continue;
+      blocks.forEach(([offset, size, owner], k) => {
+        if (owner < 0) return;
         const b = el("div", "trn-snapshot-block");
         b.style.left = (offset / total) * 100 + "%";
         b.style.width = Math.max(0.2, (size / total) * 100) + "%";
         b.style.background = COLOURS[owner % COLOURS.length];
-        b.title = `${(model.get("owners") || [])[owner] || ""} ${fmtBytes(size)} @ +${offset}`;
+        b.title = tips[k] ?? "";
         bar.append(b);
-      }
+      });
       row.append(label, bar);
       bars.append(row);
-    }
+    });
     sites.replaceChildren();
     const hr = el("tr");
     for (const h of ["allocation site", "owner", "bytes", "blocks"]) hr.append(el("th", null, h));
     sites.append(hr);
-    for (const [site, bytes, n, owner] of model.get("sites") || []) {
+    const siteText = model.get("site_text") || [];
+    (model.get("sites") || []).forEach(([site, , n, owner], i) => {
       const tr = el("tr");
-      tr.append(el("td", null, site), el("td", null, owner), el("td", null, fmtBytes(bytes)), el("td", null, n));
+      tr.append(el("td", null, site), el("td", null, owner), el("td", null, siteText[i] ?? ""), el("td", null, n));
       sites.append(tr);
-    }
+    });
     owners.replaceChildren();
     const oh = el("tr");
     for (const h of ["owner", "bytes", "identified", "guessed", "unrecorded", "blocks"]) oh.append(el("th", null, h));
     oh.title = "identified: the block holds a parameter, gradient or optimizer-state tensor (tensor identity); " +
       "guessed: from the stack that allocated it; unrecorded: allocated before history recording started";
     owners.append(oh);
-    for (const [owner, bytes, n, ident, guessed, unrec] of model.get("by_owner") || []) {
+    const ownerText = model.get("owner_text") || [];
+    (model.get("by_owner") || []).forEach(([owner, , n], i) => {
       const tr = el("tr");
       tr.append(el("td", null, owner));
-      for (const v of [bytes, ident, guessed, unrec]) tr.append(el("td", null, fmtBytes(v)));
+      for (const text of ownerText[i] || []) tr.append(el("td", null, text));
       tr.append(el("td", null, n));
       owners.append(tr);
-    }
+    });
   }
 
-  for (const name of ["segments", "sites", "totals", "owners", "by_owner"]) model.on(`change:${name}`, draw);
+  const names = ["segments", "sites", "totals", "owners", "by_owner", "summary", "segment_text", "site_text", "owner_text"];
+  for (const name of names) model.on(`change:${name}`, draw);
   draw();
 }
 

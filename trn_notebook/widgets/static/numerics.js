@@ -32,16 +32,16 @@ function render({ model, el: root }) {
     const n = Math.max(1, pts.length - 1);
     const lx = (i) => PAD + (i / n) * (W - 2 * PAD);
     const s = svg("svg", { width: W, height: H });
-    for (const t of [1e-3, 1e-2, 1e-1, 1, 10, 100, 1e3]) {
+    for (const [t, label] of model.get("ticks") || []) { // values and labels from the kernel (fmt_ratio)
       s.append(svg("line", { x1: PAD, x2: W - PAD, y1: ly(t), y2: ly(t), stroke: "#eee" }));
       const lab = svg("text", { x: 2, y: ly(t) + 3, "font-size": 9, fill: "#888" });
-      lab.textContent = String(t);
+      lab.textContent = label;
       s.append(lab);
     }
     const th = model.get("threshold");
     s.append(svg("line", { x1: PAD, x2: W - PAD, y1: ly(th), y2: ly(th), stroke: "#c62828", "stroke-dasharray": "4 3" }));
     const thl = svg("text", { x: W - PAD + 2, y: ly(th) + 3, "font-size": 9, fill: "#c62828" });
-    thl.textContent = `threshold ${th}`;
+    thl.textContent = "threshold " + model.get("threshold_text");
     s.append(thl);
     s.append(svg("polyline", { fill: "none", stroke: "#1565c0", "stroke-width": 1.5,
       points: pts.map((p, i) => `${lx(i)},${ly(p[3])}`).join(" ") }));
@@ -66,13 +66,15 @@ function render({ model, el: root }) {
     h.values.forEach((v, k) => {
       const a = Math.min(1, v / top);
       s.append(svg("rect", { x: (k % h.cols) * cell, y: Math.floor(k / h.cols) * cell, width: cell, height: cell,
-        fill: `rgba(198,40,40,${a.toFixed(3)})` }));
+        fill: "rgb(198,40,40)", "fill-opacity": a }));
     });
     heat.replaceChildren(el("div", "trn-label", h.label), s);
   }
 
   model.on("change:error", () => { error.textContent = model.get("error"); error.style.display = model.get("error") ? "block" : "none"; });
-  for (const name of ["points", "threshold", "first", "title", "verdict", "selected"]) model.on(`change:${name}`, drawCurve);
+  for (const name of ["points", "threshold", "threshold_text", "ticks", "first", "title", "verdict", "selected"]) {
+    model.on(`change:${name}`, drawCurve);
+  }
   model.on("change:heatmap", drawHeat);
   drawCurve();
   drawHeat();

@@ -20,27 +20,15 @@ function el(tag, cls, text) {
   return node;
 }
 
-function fmtBytes(n) {
-  const units = [["GiB", 2 ** 30], ["MiB", 2 ** 20], ["KiB", 2 ** 10]];
-  for (const [u, s] of units) if (Math.abs(n) >= s) return (n / s).toFixed(2) + " " + u;
-  return n + " B";
-}
-
 function catClass(category) {
   return "trn-cat-" + (KNOWN.has(category) ? category : "other");
 }
 
-// A figure the live backend does not measure arrives as text ("not measured", "n/a"): shown as sent.
-function measuredOr(v, format) {
-  if (v === null || v === undefined) return "n/a";
-  return typeof v === "number" ? format(v) : String(v);
-}
-
+// Figures arrive formatted by the kernel in `row.text` (trn_notebook.display.format; "not measured" where
+// the live backend does not measure one); the other columns are names, shown as sent.
 function cell(row, key) {
-  const v = row[key];
-  if (key === "host_ms" || key === "modeled_ms") return measuredOr(v, (x) => x.toFixed(3));
-  if (key === "bytes") return measuredOr(v, fmtBytes);
-  return v;
+  const text = row.text || {};
+  return key in text ? text[key] : row[key];
 }
 
 function render({ model, el: root }) {
@@ -130,16 +118,8 @@ function render({ model, el: root }) {
     const t = model.get("totals");
     tfoot.replaceChildren();
     const tr = el("tr", "trn-totals");
-    const values = {
-      op: (t.ops ?? 0) + " ops",
-      category: "",
-      calls: t.calls ?? 0,
-      host_ms: measuredOr(t.host_ms ?? 0, (x) => x.toFixed(3)),
-      modeled_ms: measuredOr(t.modeled_ms ?? 0, (x) => x.toFixed(3)),
-      bytes: measuredOr(t.bytes ?? 0, fmtBytes),
-      source: "",
-    };
-    for (const [key] of COLUMNS) tr.append(el("td", null, values[key]));
+    const text = t.text || {};
+    for (const [key] of COLUMNS) tr.append(el("td", null, text[key] ?? ""));
     tfoot.append(tr);
     summary.textContent = t.summary ?? ""; // formatted by the kernel
     title.textContent = "Op placement (" + model.get("scope") + ")";

@@ -18,14 +18,8 @@ function svg(tag, attrs) {
   return node;
 }
 
-function gib(b) {
-  return (b / 2 ** 30).toFixed(2) + " GiB";
-}
-
-function fmtS(s) {
-  if (s < 1) return (s * 1e3).toFixed(1) + " ms";
-  return s.toFixed(2) + " s";
-}
+// Every figure shown arrives formatted by the kernel (trn_notebook.display.format: each row's
+// `memory_text` and `time_text`); the numbers only size the bars.
 
 function render({ model, el: root }) {
   const box = el("div", "trn-widget trn-plan");
@@ -67,7 +61,7 @@ function render({ model, el: root }) {
       const td = el("td");
       td.appendChild(mem);
       tr.appendChild(td);
-      tr.appendChild(el("td", "", gib(r.peak) + " / " + gib(cap) + " (" + r.phase + ")"));
+      tr.appendChild(el("td", "", r.memory_text));
       const time = svg("svg", { width: 160, height: 16 });
       const total = (r.step_s / maxS) * 160;
       const exposed = (r.exposed_s / maxS) * 160;
@@ -76,7 +70,7 @@ function render({ model, el: root }) {
       const tt = el("td");
       tt.appendChild(time);
       tr.appendChild(tt);
-      tr.appendChild(el("td", "", fmtS(r.step_s) + " step, " + fmtS(r.exposed_s) + " exposed comm"));
+      tr.appendChild(el("td", "", r.time_text));
       table.appendChild(tr);
     }
     body.appendChild(table);

@@ -15,16 +15,9 @@ function el(tag, cls, text) {
   return node;
 }
 
-function fmtUs(us) {
-  if (us >= 1e6) return (us / 1e6).toFixed(3) + " s";
-  if (us >= 1e3) return (us / 1e3).toFixed(3) + " ms";
-  return us.toFixed(2) + " µs";
-}
-
-function fmtBytes(n) {
-  for (const [u, s] of [["GiB", 2 ** 30], ["MiB", 2 ** 20], ["KiB", 2 ** 10]]) if (Math.abs(n) >= s) return (n / s).toFixed(2) + " " + u;
-  return Math.round(n) + " B";
-}
+// Every figure shown arrives formatted by the kernel (trn_notebook.display.format): each event's
+// duration text, the HBM track's peak label, the detail rows, and `window_text` for the window Python
+// last filled (while a zoom or pan waits for Python, the window's labels are left blank, never stale).
 
 function render({ model, el: root }) {
   root.classList.add("trn-widget", "trn-timeline-widget");
@@ -95,14 +88,18 @@ function render({ model, el: root }) {
     }
     drawMemory(w, lanes.length * LANE_H + 4);
     ctx.fillStyle = fg2;
-    ctx.fillText(fmtUs(win[0]), LABEL_W, canvas.height - 3);
-    const end = fmtUs(win[1]);
+    const wt = model.get("window_text") || {};
+    const same = wt.window && Math.abs(wt.window[0] - win[0]) <= 1e-9 * Math.max(1, Math.abs(win[0])) &&
+      Math.abs(wt.window[1] - win[1]) <= 1e-9 * Math.max(1, Math.abs(win[1]));
+    const start = same ? wt.start : "";
+    const end = same ? wt.end : "";
+    ctx.fillText(start, LABEL_W, canvas.height - 3);
     ctx.fillText(end, w - 4 - ctx.measureText(end).width, canvas.height - 3);
     const total = model.get("total_events") || 0;
     info.textContent = total === 0
       ? "no events in this trace yet: profile a cell (%%trn profile, trn_notebook.profile() or torch.profiler) " +
         "and its device lanes, kernels and transfers appear here"
-      : `${total} events · window ${fmtUs(win[1] - win[0])} · ${(model.get("events") || []).length} drawn individually`;
+      : `${total} events · window ${same ? wt.width : "…"} · ${(model.get("events") || []).length} drawn individually`;
   }
 
   function drawMemory(w, y0) {
@@ -110,8 +107,8 @@ function render({ model, el: root }) {
     ctx.fillStyle = getComputedStyle(root).getPropertyValue("--jp-ui-font-color1").trim() || "#444";
     ctx.fillText("HBM allocated", 4, y0 + 14);
     if (!pts.length) return;
-    const peak = Math.max(1, ...pts.map((p) => Math.max(p[1], p[2])));
-    ctx.fillText(fmtBytes(peak), 4, y0 + 28);
+    const [peak, peakText] = model.get("memory_peak") || [1, ""];
+    ctx.fillText(peakText, 4, y0 + 28);
     ctx.strokeStyle = "#1565c0";
     ctx.beginPath();
     let started = false;
@@ -180,7 +177,7 @@ function render({ model, el: root }) {
       return;
     }
     const hit = hitTest(ev.clientX - rect.left, ev.clientY - rect.top);
-    tip.textContent = hit ? `${hit[4]} — ${fmtUs(hit[3])}` : "";
+    tip.textContent = hit ? `${hit[4]} — ${hit[5]}` : "";
   });
   canvas.addEventListener("click", (ev) => {
     if (drag && drag.moved) return;
@@ -212,21 +209,17 @@ function render({ model, el: root }) {
     return best;
   }
 
-  function showDetail(d) {
+  function showDetail(rows) {
     detail.replaceChildren();
-    for (const [k, v] of Object.entries(d)) {
+    for (const [k, text] of rows) {
       const tr = el("tr");
-      let text = v;
-      if (Array.isArray(v) || (v && typeof v === "object")) text = JSON.stringify(v);
-      else if (typeof v === "number" && k.endsWith("_us")) text = fmtUs(v);
-      else if (typeof v === "number" && k === "bytes") text = fmtBytes(v);
-      tr.append(el("th", null, k), el(k === "code" ? "td" : "td", k === "code" ? "trn-code" : null, text));
+      tr.append(el("th", null, k), el("td", k === "code" ? "trn-code" : null, text));
       detail.append(tr);
     }
   }
 
   model.on("msg:custom", (msg) => {
-    if (msg && msg.type === "detail") showDetail(msg.detail || {});
+    if (msg && msg.type === "detail") showDetail(msg.rows || []);
     if (msg && msg.type === "error") error.textContent = msg.message || "";
   });
   model.on("change:error", () => (error.textContent = model.get("error") || ""));
@@ -235,7 +228,7 @@ function render({ model, el: root }) {
     if (w && (Math.abs(w[0] - win[0]) > 1e-9 || Math.abs(w[1] - win[1]) > 1e-9)) win = w.slice();
     draw();
   });
-  for (const name of ["events", "bins", "memory", "lanes"]) model.on(`change:${name}`, draw);
+  for (const name of ["events", "bins", "memory", "memory_peak", "lanes", "window_text"]) model.on(`change:${name}`, draw);
   error.textContent = model.get("error") || "";
   draw();
   // A canvas keeps the colours it was drawn with: redraw when JupyterLab switches theme.

@@ -18,11 +18,8 @@ function svg(tag, attrs) {
   return node;
 }
 
-function fmtS(s) {
-  if (Math.abs(s) < 1e-3) return (s * 1e6).toFixed(1) + " µs";
-  if (Math.abs(s) < 1) return (s * 1e3).toFixed(2) + " ms";
-  return s.toFixed(2) + " s";
-}
+// Every figure on the read-out cards arrives formatted by the kernel (trn_notebook.display.format:
+// `readouts.text`); the histogram's counts and lengths are whole numbers, shown as sent.
 
 function render({ model, el: root }) {
   root.classList.add("trn-widget", "trn-tuner");
@@ -270,19 +267,18 @@ function render({ model, el: root }) {
 
   function drawReadouts() {
     const r = model.get("readouts") || {};
+    const text = r.text || {};
     cards.replaceChildren();
     // [key, value, where the figure comes from (Python's label; the full sentence is the card's tooltip)]
     const items = [
       ["compiles", r.compiles ?? "–", r.overflow > 0
         ? r.overflow + " lengths above the largest bucket: they would raise" : "one graph per used bucket", ""],
-      ["padding waste", r.padding_waste_pct === undefined ? "–" : r.padding_waste_pct.toFixed(1) + "%",
-        "padded / computed positions", ""],
-      ["cold compile", r.cold_compile_s === undefined ? "–" : fmtS(r.cold_compile_s), r.compile_from, r.compile_source],
-      ["modeled Neuron compile", r.neuron_compile_text === undefined ? "–" : r.neuron_compile_text.split(" (")[0],
-        "modeled", r.neuron_compile_text || ""],
-      ["modeled p50", r.p50_s === undefined ? "–" : fmtS(r.p50_s), r.latency_from, r.latency_source],
-      ["modeled p99", r.p99_s === undefined ? "–" : fmtS(r.p99_s), r.latency_from, r.latency_source],
-      ["recompute", r.compute_ms === undefined ? "–" : r.compute_ms.toFixed(1) + " ms", "this tuner, in Python", ""],
+      ["padding waste", text.padding_waste_pct ?? "–", "padded / computed positions", ""],
+      ["cold compile", text.cold_compile_s ?? "–", r.compile_from, r.compile_source],
+      ["modeled Neuron compile", text.neuron_compile_s ?? "–", "modeled", r.neuron_compile_text || ""],
+      ["modeled p50", text.p50_s ?? "–", r.latency_from, r.latency_source],
+      ["modeled p99", text.p99_s ?? "–", r.latency_from, r.latency_source],
+      ["recompute", text.compute_s ?? "–", "this tuner, in Python", ""],
     ];
     for (const [k, v, from, why] of items) {
       const card = el("div", "trn-card");
