@@ -38,7 +38,7 @@ def test_placement_through_the_backend_matches_the_placement_log(fresh_device):
     )
     assert "aten::linalg_qr" in trn_notebook.get_fallback_ops() and "aten::mm" in trn_notebook.get_executed_ops()
     rows = facts.current().placement()
-    assert rows["aten::mm"]["category"] == "native" and rows["aten::mm"]["device_ms"] > 0
+    assert rows["aten::mm"].category == "native" and rows["aten::mm"].device_ms > 0
     before = facts.current().device_time_s()
     torch.mm(x, x).cpu()
     assert facts.current().device_time_s() > before

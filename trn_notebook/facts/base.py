@@ -53,12 +53,6 @@ class OpPlacement:
             return None
         return self.bytes_h2d + self.bytes_d2h
 
-    def __getitem__(self, name: str) -> Any:
-        """Dict-style access (``row["calls"]``) for readers written before the row was typed."""
-        if name not in PLACEMENT_FIELDS:
-            raise KeyError(name)
-        return getattr(self, name)
-
     def values(self) -> list[Any]:
         """The fields in :data:`PLACEMENT_FIELDS` order."""
         return [getattr(self, f.name) for f in fields(self)]

@@ -63,20 +63,17 @@ def _versions() -> dict[str, str]:
 
 def _placement() -> dict[str, Any]:
     rows = facts.current().placement()
-    calls: dict[str, Any] = {}
-    for r in rows.values():
-        known = calls.get(r["category"], 0)
-        calls[r["category"]] = NA if r["calls"] is None or known == NA else known + r["calls"]
+    present = rows.ops_by_category  # the categories that ran (the report lists only those)
+    calls = {k: v for k, v in rows.calls_by_category.items() if present.get(k)}
     fallbacks = sorted(
         (
             (
                 name.removeprefix("aten::"),
-                NA if r["calls"] is None else r["calls"],
-                NA if r["bytes_h2d"] is None else r["bytes_h2d"] + r["bytes_d2h"],
-                r["source"] or NA,
+                NA if r.calls is None else r.calls,
+                NA if r.bytes_moved is None else r.bytes_moved,
+                r.source or NA,
             )
-            for name, r in rows.items()
-            if r["category"] == "cpu_fallback"
+            for name, r in rows.fallbacks
         ),
         key=lambda r: -r[1] if isinstance(r[1], int) else 0,
     )
@@ -243,7 +240,7 @@ def _custom_kernels() -> str:
     from ..nki.bridge import CATEGORY
 
     rows = facts.current().placement()
-    ran = sorted((name, r["calls"]) for name, r in rows.items() if r["category"] == CATEGORY)
+    ran = sorted((name, r.calls) for name, r in rows.only(CATEGORY).items())
     if not ran:
         return "none ran eagerly on neuron in this session"
     return ", ".join(f"{name} ({calls} calls)" for name, calls in ran)
