@@ -76,7 +76,7 @@ READING = [
 def _compile_section() -> list[str]:
     """The compile rows: published Neuron compile time beside the modeled one (compiler/compile_time.py)."""
     rows = [(r, *compile_rows.evaluate(r)) for r in compile_rows.COMPILE_ROWS]
-    derived = next(r for r in rows if r[0].role == "derived")
+    derived = next(r for r in rows if r[0].role == "fit")
     rate = derived[0].published_s / derived[1]
     lines = [
         "",
@@ -84,8 +84,8 @@ def _compile_section() -> list[str]:
         "",
         "Modeled = `NEURON_COMPILE_S_PER_INSTRUCTION` x the instructions of the row's graphs (prefill + decode",
         "per bucket, buckets = powers of two from 128 to the sequence length, NxD Inference's default,",
-        "assumed where the source lists none); one constant, **derived** from one row, every other row",
-        "held out. Not in the four fitted constants.",
+        "assumed where the source lists none); one constant, **fitted** on one row (published time /",
+        "instructions), every other row held out. It is the fourth of the four fitted constants.",
         "",
         "| compile row | graphs | instructions | published | modeled | ratio | role |",
         "|---|---:|---:|---:|---:|---:|---|",
@@ -93,7 +93,7 @@ def _compile_section() -> list[str]:
     held = []
     for r, n, modeled in rows:
         ratio = modeled / r.published_s
-        if r.role != "derived":
+        if r.role != "fit":
             held.append(ratio)
         lines.append(
             f"| {r.label} | {r.graphs} | {n:,.0f} | {r.published_s / 60:.1f} min | {modeled / 60:.1f} min | "
@@ -101,7 +101,7 @@ def _compile_section() -> list[str]:
         )
     lines += [
         "",
-        f"- Derived: {derived[0].label}, {derived[0].published_s:.0f} s / {derived[1]:,.0f} instructions = "
+        f"- Fitted on: {derived[0].label}, {derived[0].published_s:.0f} s / {derived[1]:,.0f} instructions = "
         f"{rate:.3g} s per instruction (committed: {compile_time.NEURON_COMPILE_S_PER_INSTRUCTION:.3g}).",
         f"- **Held out**: {_summary(held)}.",
         *(f"- Not compared: {n}." for n in compile_rows.NOT_COMPARED),
@@ -137,7 +137,7 @@ def main() -> int:
         "Ratio = modeled / published (tok/s: published / modeled), so > 1 means the model is too slow.",
         "Budget = modeled compute / weight+KV reads / collectives / host / launch, ms; padding is the",
         "part of compute+reads spent on padded positions. Fit column: **fit** = fitted on, **held out** =",
-        "not fitted on, **out** = outside what the four constants can reach (kept out of the fit).",
+        "not fitted on, **out** = outside what the fitted constants can reach (kept out of the fit).",
         "",
         "| row | metric | configuration | published | before | modeled | ratio | budget (c / r / coll / host / launch; pad) | fit |",
         "|---|---|---|---:|---:|---:|---:|---|---|",
@@ -171,12 +171,14 @@ def main() -> int:
         f"- **Before** (plain roofline): {_summary(before_all)}.",
         f"- **After**, all rows: {_summary(after_all)}.",
         f"- Fit rows: {_summary(fit_ratios)}. **Held out** ({', '.join(fitting.HELD_OUT)}): {_summary(held_ratios)}.",
-        "- Constants in force (fitted ones rounded from the fit): "
-        f"`compute_efficiency` {c.compute_efficiency:g} (MFU, fitted), `memory_efficiency` {c.memory_efficiency:g} "
-        f"(MBU, fitted), `collective_in_graph_s` {c.collective_in_graph_s * 1e6:g} µs (fitted, with R6's collective "
-        f"split), `serving_step_s` {c.serving_step_s * 1e3:g} ms (fitted); sourced: `vllm_step_s` "
-        f"{c.vllm_step_s * 1e3:g} ms (R6 vLLM vs native), `graph_launch_s` {c.graph_launch_s * 1e6:g} µs, "
-        f"`kernel_in_graph_s` {c.kernel_in_graph_s * 1e6:g} µs (assumptions, costmodel.py).",
+        "- Constants in force (fitted ones rounded from the fit). **Fitted** (four): "
+        f"`compute_efficiency` {c.compute_efficiency:g} (MFU) and `memory_efficiency` {c.memory_efficiency:g} "
+        f"(MBU) on the fit rows, `collective_in_graph_s` {c.collective_in_graph_s * 1e6:g} µs on R6's collective "
+        f"split, `NEURON_COMPILE_S_PER_INSTRUCTION` {compile_time.NEURON_COMPILE_S_PER_INSTRUCTION:.3g} s on "
+        "Trinity-Mini batch 1's compile (below). **Sourced**: `serving_step_s` "
+        f"{c.serving_step_s * 1e3:g} ms (R6: TPOT 20.5 ms − its ~19 ms device profile), `vllm_step_s` "
+        f"{c.vllm_step_s * 1e3:g} ms (R6: vLLM ITL 22.2 ms − native TPOT 20.5 ms). **Assumed**: `graph_launch_s` "
+        f"{c.graph_launch_s * 1e6:g} µs, `kernel_in_graph_s` {c.kernel_in_graph_s * 1e6:g} µs (costmodel.py).",
         "- This run's fit: " + ", ".join(f"`{k}` {v:.3g}" for k, v in fitted.items()) + ".",
         *_compile_section(),
         END,

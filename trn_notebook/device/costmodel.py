@@ -54,7 +54,9 @@ class CostConstants:
     # launched on its own. FITTED on R6's published profile split (collectives ~3 ms per token).
     collective_in_graph_s: float = 22e-6
     # Host work of a serving loop around each graph execution (NxD Inference: input preparation,
-    # scheduling, output handling): FITTED (docs/fidelity.md names the rows).
+    # scheduling, output handling). Derived from R6 (trn2-model-figures.md; NxD Inference contrib
+    # DeepSeek-V3 README): TPOT p50 20.5 ms minus its device profile (compute ~12 + collectives ~3 +
+    # weight reads ~3 + straggler ~1 = ~19 ms, "100% of TPOT") -> 1.5 ms off the device. Sourced, not fitted.
     serving_step_s: float = 1.5e-3
     # What vLLM adds per step over native NxD Inference. Derived from R6 (trn2-model-figures.md): vLLM
     # synchronous ITL 22.2 ms at batch 1 vs native TPOT p50 20.5 ms -> 1.7 ms. Sourced, not fitted.
@@ -76,7 +78,20 @@ def get_cost_constants() -> CostConstants:
 
 
 def set_cost_constants(**changes: float) -> CostConstants:
-    """Override cost constants by name; raises ``TypeError`` on an unknown name."""
+    """Override cost constants by name; raises ``TypeError`` on an unknown name.
+
+    The constants (:class:`CostConstants`, each commented with its source) are, by provenance:
+
+    * **fitted** (docs/fidelity.md "Model level" names the rows): ``compute_efficiency`` (MFU) and
+      ``memory_efficiency`` (MBU) on the ledger's fit rows (R3, R11, R13; ``fidelity.fit.split``),
+      ``collective_in_graph_s`` on R6's published collective split (~3 ms per token). The fourth and
+      last fitted constant is outside this record: ``compiler.compile_time.NEURON_COMPILE_S_PER_INSTRUCTION``,
+      fitted on Trinity-Mini's batch-1 compile time (``fidelity.fit.ALL_FITTED``);
+    * **sourced** (derived from published figures): ``serving_step_s`` and ``vllm_step_s`` (both R6),
+      ``eager_host_dispatch_s`` + ``eager_launch_s`` (TorchNeuron's ~0.2 ms per eager op);
+    * **assumed** (no published figure): ``graph_launch_s``, ``kernel_in_graph_s``, the transfer and
+      host-CPU figures.
+    """
     global _constants
     _constants = replace_fields(_constants, dict(changes), "cost constant(s)")
     return _constants
