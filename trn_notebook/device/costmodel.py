@@ -47,12 +47,12 @@ class CostConstants:
     # the model-level rows of shared/reference/trn2-model-figures.md (docs/fidelity.md, "Model level"
     # says which rows). Every kernel, eager or compiled, uses them. The per-dtype difference is the peak
     # (chips.py); no FP8/FP32 model-level row exists to fit a separate factor on.
-    compute_efficiency: float = 0.11
-    memory_efficiency: float = 0.5
+    compute_efficiency: float = 0.156
+    memory_efficiency: float = 0.511
     # A collective inside a compiled graph (TP all-reduce per layer): its fixed cost, replacing the
     # stand-alone nccom-test floor (comm launch_s, 55 us) that the alpha-beta model adds to a collective
     # launched on its own. FITTED on R6's published profile split (collectives ~3 ms per token).
-    collective_in_graph_s: float = 22e-6
+    collective_in_graph_s: float = 23e-6
     # Host work of a serving loop around each graph execution (NxD Inference: input preparation,
     # scheduling, output handling). Derived from R6 (trn2-model-figures.md; NxD Inference contrib
     # DeepSeek-V3 README): TPOT p50 20.5 ms minus its device profile (compute ~12 + collectives ~3 +
