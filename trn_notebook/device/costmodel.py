@@ -82,9 +82,10 @@ def set_cost_constants(**changes: float) -> CostConstants:
 
     The constants (:class:`CostConstants`, each commented with its source) are, by provenance:
 
-    * **fitted** (docs/fidelity.md "Model level" names the rows): ``compute_efficiency`` (MFU) and
-      ``memory_efficiency`` (MBU) on the ledger's fit rows (R3, R11, R13; ``fidelity.fit.split``),
-      ``collective_in_graph_s`` on R6's published collective split (~3 ms per token). The fourth and
+    * **fitted** (docs/fidelity.md "Model level" names the rows): ``compute_efficiency`` (MFU),
+      ``memory_efficiency`` (MBU) and ``collective_in_graph_s``, jointly on the ledger's fit rows (R3,
+      R11, R13; ``fidelity.fit.split``) plus R6's published collective split (~3 ms per token), which
+      pins the collective floor. The fourth and
       last fitted constant is outside this record: ``compiler.compile_time.NEURON_COMPILE_S_PER_INSTRUCTION``,
       fitted on Trinity-Mini's batch-1 compile time (``fidelity.fit.ALL_FITTED``);
     * **sourced** (derived from published figures): ``serving_step_s`` and ``vllm_step_s`` (both R6),
