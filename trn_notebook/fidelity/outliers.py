@@ -21,10 +21,10 @@ REASONS: tuple[tuple[tuple[str, str, str], str], ...] = (
         "Llama-3.3-70B's prefill runs NxD Inference's NKI kernels: fused QKV, flash attention and MLP "
         f"(`--qkv-kernel-enabled --attn-kernel-enabled --mlp-kernel-enabled`, {SDK} "
         "libraries/nxd-inference/tutorials/trn2-llama3.3-70b-tutorial.rst; the QKV and MLP kernels default "
-        "off, api-guides/api-guide.rst 'Kernels'), and no fit row runs the QKV and MLP kernels (the Qwen3.5 "
-        "and Trinity contrib configs leave them at the default). Its published TTFT implies MFU {implied} on "
-        "its padded FLOPs against the fitted {mfu}; an efficiency of the kernel path would be a fifth fitted "
-        "constant",
+        "off, api-guides/api-guide.rst 'Kernels'), while the fit rows' configs that are published "
+        "(Qwen3.5-2B, Qwen3.5-35B-A3B and Trinity contrib test configs) leave them at the default. Its "
+        "published TTFT implies MFU {implied} on its padded FLOPs against the fitted {mfu}; an efficiency "
+        "of the kernel path would be a fifth fitted constant",
     ),
     (
         ("R17", "ITL", "sampling on the host"),
