@@ -203,9 +203,9 @@ def main() -> int:
         f"- **After**, all rows: {_summary(after_all)}.",
         f"- Fit rows: {_summary(fit_ratios)}. **Held out** ({', '.join(fitting.HELD_OUT)}): {_summary(held_ratios)}.",
         "- Constants in force (fitted ones rounded from the fit). **Fitted** (four): "
-        f"`compute_efficiency` {c.compute_efficiency:g} (MFU) and `memory_efficiency` {c.memory_efficiency:g} "
-        f"(MBU) on the fit rows, `collective_in_graph_s` {c.collective_in_graph_s * 1e6:g} µs on R6's collective "
-        f"split, `NEURON_COMPILE_S_PER_INSTRUCTION` {compile_time.NEURON_COMPILE_S_PER_INSTRUCTION:.3g} s on "
+        f"`compute_efficiency` {c.compute_efficiency:g} (MFU), `memory_efficiency` {c.memory_efficiency:g} "
+        f"(MBU) and `collective_in_graph_s` {c.collective_in_graph_s * 1e6:g} µs jointly on the fit rows plus R6's "
+        f"collective split, `NEURON_COMPILE_S_PER_INSTRUCTION` {compile_time.NEURON_COMPILE_S_PER_INSTRUCTION:.3g} s on "
         "Trinity-Mini batch 1's compile (below). **Sourced**: `serving_step_s` "
         f"{c.serving_step_s * 1e3:g} ms (R6: TPOT 20.5 ms − its ~19 ms device profile), `vllm_step_s` "
         f"{c.vllm_step_s * 1e3:g} ms (R6: vLLM ITL 22.2 ms − native TPOT 20.5 ms). **Assumed**: `graph_launch_s` "
