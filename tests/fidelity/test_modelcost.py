@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from trn_notebook.compiler import compile_time
 from trn_notebook.device import costmodel
 from trn_notebook.fidelity import Layout, step_budget, walk
-from trn_notebook.fidelity.fit import FITTED, HELD_OUT, NOT_FITTABLE, split
+from trn_notebook.fidelity.fit import ALL_FITTED, FITTED, HELD_OUT, NOT_FITTABLE, split
 from trn_notebook.fidelity.ledger import ROWS
 from trn_notebook.fidelity.model import chip_of, host_sampling_s, kernels_budget, tp_collectives_s
 from trn_notebook.fidelity.walk import ATTENTION, MATMUL
@@ -99,7 +100,11 @@ def test_ledger_rows_fit_split_and_constants():
     fit_rows, held = split()
     assert {r.id for r in held} == set(HELD_OUT) and len(held) >= 3
     assert not {r.id for r in fit_rows} & set(HELD_OUT)
-    assert len(FITTED) <= 4 and all(hasattr(costmodel.get_cost_constants(), n) for n in FITTED)
+    assert all(hasattr(costmodel.get_cost_constants(), n) for n in FITTED)
+    names = [name for name, _, _ in ALL_FITTED]
+    assert len(names) <= 4 and set(FITTED) <= set(names)  # the bound, counting the compile constant
+    assert hasattr(compile_time, "NEURON_COMPILE_S_PER_INSTRUCTION") and "NEURON_COMPILE_S_PER_INSTRUCTION" in names
+    assert "serving_step_s" not in names and "vllm_step_s" not in names  # both derived from R6, not fitted
     keys = {(r.id, r.metric, r.note) for r in ROWS}
     assert set(NOT_FITTABLE) <= keys
     assert {"R1", "R3", "R6", "R11", "R12", "R13", "R17"} <= {r.id for r in ROWS}

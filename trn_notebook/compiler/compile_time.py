@@ -14,11 +14,11 @@ tiles every weight); any other kernel issues at least one. Per rank: FLOPs and b
 
     modeled compile seconds = NEURON_COMPILE_S_PER_INSTRUCTION x instructions
 
-**One constant, derived (not fitted; outside the cost model's four fitted constants):**
-``NEURON_COMPILE_S_PER_INSTRUCTION`` is one published compile time divided by the instruction count
-of its graphs — Trinity-Mini at batch 1 (3.9 min, trn2.3xlarge TP4, its bucket set); every other
-compile row of the reference is held out and reported in ``docs/fidelity.md``
-(``benchmarks/bench_fidelity.py`` recomputes the derivation and the held-out ratios).
+**One constant, fitted on one row** (the fourth of the model level's four fitted constants,
+``fidelity.fit.ALL_FITTED``): ``NEURON_COMPILE_S_PER_INSTRUCTION`` is one published compile time
+divided by the instruction count of its graphs — Trinity-Mini at batch 1 (3.9 min, trn2.3xlarge
+TP4, its bucket set); every other compile row of the reference is held out and reported in
+``docs/fidelity.md`` (``benchmarks/bench_fidelity.py`` recomputes the fit and the held-out ratios).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from typing import Any
 
 TILE_FLOPS = 2.0 * 128 * 128 * 512  # one nc_matmul: 128x128 stationary x 512 moving columns (FLOPs)
 TILE_ELEMENTS = 128 * 512  # one SBUF tile of 128 partitions x 512 elements
-# Derived: Trinity-Mini batch 1, 3.9 min (NxD Inference contrib/models/Trinity/README.md) / the
+# Fitted on one row: Trinity-Mini batch 1, 3.9 min (NxD Inference contrib/models/Trinity/README.md) / the
 # instructions of its bucket set at TP4 (``benchmarks/bench_fidelity.py`` prints the derivation).
 NEURON_COMPILE_S_PER_INSTRUCTION = 3.83e-4  # 234 s / 611,521 instructions, Trinity-Mini TP4 batch 1
 DERIVED_FROM = "Trinity-Mini batch 1 TP4 (3.9 min, NxD Inference contrib/models/Trinity/README.md)"

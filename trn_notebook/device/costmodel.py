@@ -46,14 +46,16 @@ class CostConstants:
     # the model-level rows of shared/reference/trn2-model-figures.md (docs/fidelity.md, "Model level"
     # says which rows). Every kernel, eager or compiled, uses them. The per-dtype difference is the peak
     # (chips.py); no FP8/FP32 model-level row exists to fit a separate factor on.
-    compute_efficiency: float = 0.11
-    memory_efficiency: float = 0.5
+    compute_efficiency: float = 0.156
+    memory_efficiency: float = 0.511
     # A collective inside a compiled graph (TP all-reduce per layer): its fixed cost, replacing the
     # stand-alone nccom-test floor (comm launch_s, 55 us) that the alpha-beta model adds to a collective
     # launched on its own. FITTED on R6's published profile split (collectives ~3 ms per token).
-    collective_in_graph_s: float = 22e-6
+    collective_in_graph_s: float = 23e-6
     # Host work of a serving loop around each graph execution (NxD Inference: input preparation,
-    # scheduling, output handling): FITTED (docs/fidelity.md names the rows).
+    # scheduling, output handling). Derived from R6 (trn2-model-figures.md; NxD Inference contrib
+    # DeepSeek-V3 README): TPOT p50 20.5 ms minus its device profile (compute ~12 + collectives ~3 +
+    # weight reads ~3 + straggler ~1 = ~19 ms, "100% of TPOT") -> 1.5 ms off the device. Sourced, not fitted.
     serving_step_s: float = 1.5e-3
     # What vLLM adds per step over native NxD Inference. Derived from R6 (trn2-model-figures.md): vLLM
     # synchronous ITL 22.2 ms at batch 1 vs native TPOT p50 20.5 ms -> 1.7 ms. Sourced, not fitted.
@@ -75,7 +77,21 @@ def get_cost_constants() -> CostConstants:
 
 
 def set_cost_constants(**changes: float) -> CostConstants:
-    """Override cost constants by name; raises ``TypeError`` on an unknown name."""
+    """Override cost constants by name; raises ``TypeError`` on an unknown name.
+
+    The constants (:class:`CostConstants`, each commented with its source) are, by provenance:
+
+    * **fitted** (docs/fidelity.md "Model level" names the rows): ``compute_efficiency`` (MFU),
+      ``memory_efficiency`` (MBU) and ``collective_in_graph_s``, jointly on the ledger's fit rows (R3,
+      R11, R13; ``fidelity.fit.split``) plus R6's published collective split (~3 ms per token), which
+      pins the collective floor. The fourth and
+      last fitted constant is outside this record: ``compiler.compile_time.NEURON_COMPILE_S_PER_INSTRUCTION``,
+      fitted on Trinity-Mini's batch-1 compile time (``fidelity.fit.ALL_FITTED``);
+    * **sourced** (derived from published figures): ``serving_step_s`` and ``vllm_step_s`` (both R6),
+      ``eager_host_dispatch_s`` + ``eager_launch_s`` (TorchNeuron's ~0.2 ms per eager op);
+    * **assumed** (no published figure): ``graph_launch_s``, ``kernel_in_graph_s``, the transfer and
+      host-CPU figures.
+    """
     global _constants
     _constants = replace_fields(_constants, dict(changes), "cost constant(s)")
     return _constants

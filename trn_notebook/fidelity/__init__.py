@@ -5,7 +5,8 @@
 * :mod:`.model` — one graph execution's modeled budget (compute, weight/KV reads, TP collectives,
   host, launch, padding) at the calibrated efficiencies of ``device.costmodel``;
 * :mod:`.ledger` — the published Trainium rows and their modeled figures;
-* :mod:`.fit` — the four fitted constants and the rows they are fitted on;
+* :mod:`.fit` — the fitted constants (four, with the compile constant) and the rows they are fitted on;
+* :mod:`.outliers` — the rows left out of band and the cited mechanism behind each;
 * :mod:`.serve` — ``serve_estimate()``: TTFT, TPOT, p50/p99 and tokens/s of a serving configuration;
 * :mod:`.costs` — time to the first useful result and the cost comparison (user figures only).
 

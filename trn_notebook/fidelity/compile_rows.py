@@ -6,7 +6,8 @@ context bucket and one token-generation (decode) graph per generation bucket, as
 full size like the latency rows, MoE layers as NxD Inference runs them (:mod:`.moe`: the blockwise
 context-encoding matmul computes every worst-case block); the modeled compile time is
 :func:`trn_notebook.compiler.compile_time.modeled_compile_s` of their instructions. The one constant
-is derived from the ``derived`` row; every other row is held out.
+is fitted on the ``fit`` row (one row: the constant is its published time / its instructions);
+every other row is held out.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ class CompileRow:
     batch: int
     published_s: float
     source: str
-    role: str  # "derived" (the constant comes from it) or "held out"
+    role: str  # "fit" (the constant is fitted on it) or "held out"
     graph_source: str = ""  # where the bucket set comes from
 
     @property
@@ -58,7 +59,7 @@ COMPILE_ROWS: tuple[CompileRow, ...] = (
             b,
             minutes * 60,
             _TRINITY,
-            "derived" if b == 1 else "held out",
+            "fit" if b == 1 else "held out",
             _TRINITY_GRAPHS,
         )
         for b, minutes in ((1, 3.9), (2, 6.8), (4, 9.1))
