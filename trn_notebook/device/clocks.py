@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import state as _state
-from .events import Event, moved_bytes
 from .lanes import BY_KEY, thread_names
+from .timeline_events import Event, moved_bytes
 
 TIMELINE_CAPACITY = 20_000
 
