@@ -38,7 +38,7 @@ def _cold(startup: dict[str, Any]) -> str:
         return f"cold compile {fmt_compile(startup['cold_compile_s'], startup.get('modeled_neuron_compile_s'))}"
     return (
         "no cold compile in this session (every graph came from the compile cache; "
-        f"loading them took {startup['disk_hit_compile_s']:.3f} s)"
+        f"loading them took {fmt_s(startup['disk_hit_compile_s'])})"
     )
 
 

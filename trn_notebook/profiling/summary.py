@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..device.lanes import BY_KEY, BY_TID
-from ..display.format import fmt_compile
+from ..display.format import fmt_bytes, fmt_compile, fmt_pct, fmt_s
 from .traceio import load_trace
 
 if TYPE_CHECKING:
@@ -253,23 +253,23 @@ def _findings(s: Summary) -> list[str]:
         out.append(f"PARTIAL trace: the profiled code raised ({s.partial}); figures cover what ran before it.")
     w = s.window_ms or 1e-12
     out.append(
-        f"Device busy {s.busy_ms:.3f} ms of a {s.window_ms:.3f} ms modeled window ({100 * s.busy_ms / w:.0f}%); "
-        f"idle {s.idle_total_ms:.3f} ms."
+        f"Device busy {_ms(s.busy_ms)} of a {_ms(s.window_ms)} modeled window ({fmt_pct(s.busy_ms, w)}); "
+        f"idle {_ms(s.idle_total_ms)}."
     )
     names = {"host_bound": "host-bound (host dispatch slower than the device)", "after_sync": "after syncs (queue "
              "drained)", "fallback": "CPU fallbacks (host compute + copies)", "compile": "compile (host, wall time)"}  # fmt: skip
     for k in sorted(IDLE_KINDS, key=lambda k: -s.idle_ms[k]):
         if s.idle_ms[k] > 0:
-            out.append(f"  idle {names[k]}: {s.idle_ms[k]:.3f} ms ({100 * s.idle_ms[k] / w:.0f}% of the window)")
+            out.append(f"  idle {names[k]}: {_ms(s.idle_ms[k])} ({fmt_pct(s.idle_ms[k], w)} of the window)")
     for r in s.syncs.head(3).itertuples():
         out.append(
-            f"Sync {r.reason!s} at {r.source or '?'} ×{r.count}: host waited {r.host_wait_ms:.3f} ms, device idle "
-            f"{r.device_idle_after_ms:.3f} ms after it" + (f" — `{r.code}`" if r.code else "")
+            f"Sync {r.reason!s} at {r.source or '?'} ×{r.count}: host waited {_ms(r.host_wait_ms)}, device idle "
+            f"{_ms(r.device_idle_after_ms)} after it" + (f" — `{r.code}`" if r.code else "")
         )
     for r in s.fallbacks.head(3).itertuples():
         out.append(
-            f"Fallback {r.op} at {r.source or '?'} ×{r.calls}: {r.total_ms:.3f} ms on the host, of which copies "
-            f"{r.copy_ms:.3f} ms ({r.bytes} B moved)"
+            f"Fallback {r.op} at {r.source or '?'} ×{r.calls}: {_ms(r.total_ms)} on the host, of which copies "
+            f"{_ms(r.copy_ms)} ({fmt_bytes(r.bytes)} moved)"
         )
     if len(s.compiles):
         modeled = s.compiles.modeled_neuron_compile_s.dropna()
@@ -277,7 +277,11 @@ def _findings(s: Summary) -> list[str]:
         out.append(f"Compile: {len(s.compiles)} graph(s) inside the window, {both}.")
     for r in s.top_lines.head(3).itertuples():
         out.append(
-            f"Top line {r.source}: {r.device_ms:.3f} ms device ({r.events} events)"
-            + (f" — `{r.code}`" if r.code else "")
+            f"Top line {r.source}: {_ms(r.device_ms)} device ({r.events} events)" + (f" — `{r.code}`" if r.code else "")
         )
     return out
+
+
+def _ms(ms: float) -> str:
+    """A figure the trace holds in milliseconds, written by the one formatter."""
+    return fmt_s(ms / 1e3)

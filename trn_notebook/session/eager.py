@@ -25,6 +25,7 @@ from ..device.clocks import clocks
 from ..device.config import override
 from ..device.placement import placement_log
 from ..device.runtime import allocator
+from ..display.format import fmt_ms, fmt_pct
 from ..display.results import Card, Result, Table, fmt_bytes, fmt_s
 from ..facts.base import OpPlacement, Placement
 from ..facts.simulator import placement_of
@@ -70,7 +71,7 @@ class EagerReport(Result):
     def modeled_text(self) -> str:
         """``8.1 ms = device 6.0 ms + CPU fallbacks 2.1 ms (26%)``."""
         total, falls = self.modeled_s, self.fallback_s
-        share = f" ({100 * falls / total:.0f}%)" if total > 0 and falls > 0 else ""
+        share = f" ({fmt_pct(falls, total)})" if total > 0 and falls > 0 else ""
         return f"{fmt_s(total)} = device {fmt_s(total - falls)} + CPU fallbacks {fmt_s(falls)}{share}"
 
     def launch_text(self) -> str:
@@ -117,8 +118,8 @@ class EagerReport(Result):
                         (
                             n,
                             e.calls,
-                            f"{e.device_ms or 0.0:.3f}",
-                            f"{e.host_ms or 0.0:.3f}",
+                            fmt_ms((e.device_ms or 0.0) / 1e3),
+                            fmt_ms((e.host_ms or 0.0) / 1e3),
                             fmt_bytes(e.bytes_moved or 0),
                             e.source,
                         )

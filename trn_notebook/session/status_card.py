@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .. import facts
 from ..device.config import get_config
+from ..display.format import fmt_pct
 from ..display.results import Card, fmt_bytes
 from ..facts.base import NA
 from ..facts.status import status_payload
@@ -23,7 +24,7 @@ def status() -> Card:
     else:
         mode = f"{backend.name} (simulator modes n/a)"
     capacity = p["memory_capacity"]
-    pct = f" ({100.0 * p['memory_allocated'] / capacity:.1f}%)" if capacity else ""
+    pct = f" ({fmt_pct(p['memory_allocated'], capacity)})" if capacity else ""
     return Card(
         "trn status",
         [

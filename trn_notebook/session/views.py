@@ -21,7 +21,7 @@ import torch
 
 from .. import facts
 from ..compiler.shape_log import ShapeEntry
-from ..display.format import EXPLAIN_STAGES, WALL_MS
+from ..display.format import EXPLAIN_STAGES, WALL_MS, fmt_ms, fmt_s
 from ..display.results import Card, Message, Preformatted, Result, Sections, Table, fmt_bytes
 from ..extras import MissingExtra
 from ..facts.base import NA, NOT_MEASURED, shown
@@ -37,7 +37,7 @@ def _optional(module: str) -> Any:
 
 
 def _ms(value: float | None) -> str:
-    return NOT_MEASURED if value is None else f"{value:.3f}"
+    return NOT_MEASURED if value is None else fmt_ms(value / 1e3)
 
 
 def ops(*, reset: bool = False, max_rows: int = 50) -> Result:
@@ -71,7 +71,7 @@ def ops(*, reset: bool = False, max_rows: int = 50) -> Result:
         [
             ("ops", f"{len(placement)} distinct, {placement.total_calls} calls"),
             ("calls by category", by_category),
-            ("modeled device time", NOT_MEASURED if device_ms is None else f"{device_ms:.3f} ms"),
+            ("modeled device time", NOT_MEASURED if device_ms is None else fmt_s(device_ms / 1e3)),
         ],
     )
     cols = ["op", "category", "calls", "device ms", WALL_MS, "bytes moved", "source"]
