@@ -4,7 +4,10 @@ Prints forward/backward coverage (entries passing compiled over entries passing 
 raw results as JSON, so that two runs (e.g. before and after a compiler change, ``PYTHONPATH`` selecting
 the older tree) compare entry by entry with ``--compare OLD.json``.
 
-    python benchmarks/bench_compiled_sweep.py [--every K] [--json OUT] [--compare OLD.json]
+    python benchmarks/bench_compiled_sweep.py [--every K] [--json OUT] [--compare OLD.json] [--out docs/compatibility.md]
+
+``--out`` writes the compiled section of ``docs/compatibility.md`` (the eager table above it is kept); the
+quick subset (``python -m trn_notebook.compat --compiled --quick``) runs in CI as a test instead.
 """
 
 from __future__ import annotations
@@ -15,7 +18,13 @@ import os
 import time
 
 from trn_notebook.compat.compiled import CompiledResult
-from trn_notebook.compat.compiled_table import CompiledSummary, summarize_compiled, summary_lines
+from trn_notebook.compat.compiled_table import (
+    CompiledSummary,
+    compiled_markdown,
+    splice,
+    summarize_compiled,
+    summary_lines,
+)
 from trn_notebook.compat.isolate import run_isolated
 from trn_notebook.compat.sweep import select_ops
 
@@ -26,6 +35,7 @@ def main() -> None:
     parser.add_argument("--ops", help="comma-separated globs over OpInfo names instead")
     parser.add_argument("--json", help="write the per-entry results here")
     parser.add_argument("--compare", help="results of an earlier run (JSON) to print ratios against")
+    parser.add_argument("--out", help="splice the compiled section into this markdown file (docs/compatibility.md)")
     args = parser.parse_args()
     names = select_ops(args.ops)[:: max(1, args.every)]
     print(f"load before: {os.getloadavg()}; {len(names)} entries")
@@ -40,6 +50,13 @@ def main() -> None:
     if args.json:
         with open(args.json, "w", encoding="utf-8") as fh:
             json.dump([r.to_json() for r in results], fh, indent=1)
+    if args.out:
+        with open(args.out, encoding="utf-8") as fh:
+            document = fh.read()
+        command = "python benchmarks/bench_compiled_sweep.py" + (f" --every {args.every}" if args.every > 1 else "")
+        with open(args.out, "w", encoding="utf-8") as fh:
+            fh.write(splice(document, compiled_markdown(results, command)))
+        print(f"wrote the compiled section of {args.out}")
     if args.compare:
         with open(args.compare, encoding="utf-8") as fh:
             old = summarize_compiled([CompiledResult.from_json(d) for d in json.load(fh)])
