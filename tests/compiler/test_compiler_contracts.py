@@ -80,19 +80,29 @@ def test_options_with_a_wrong_type_raise_and_unknown_ones_are_accepted_without_e
     assert rec.graph_name == "m_inference_0"
 
 
+@pytest.fixture
+def cummax_unsupported():
+    """aten::cummax (a host call otherwise) marked unsupported: a compile that fails."""
+    trn_notebook.set_op_category("cummax", "unsupported", "not in this release")
+    try:
+        yield
+    finally:
+        trn_notebook.device.policy.clear("cummax")
+
+
 def uses_no_lowering(x):
-    return torch.nn.functional.adaptive_max_pool2d(x.reshape(1, 1, 2, 2), 1) + 1  # no lowering for it
+    return torch.cummax(x, 0)[0] + 1  # no lowering while the policy marks aten::cummax unsupported
 
 
-def test_compile_failure_raises_by_default_naming_the_op_and_the_way_out():
-    with pytest.raises(Exception, match=r"no lowering for aten\.adaptive_max_pool2d.*fallback_execution"):
+def test_compile_failure_raises_by_default_naming_the_op_and_the_way_out(cummax_unsupported):
+    with pytest.raises(Exception, match=r"aten::cummax is not supported.*not in this release.*fallback_execution"):
         trn_notebook.compile(uses_no_lowering)(torch.arange(1.0, 5.0))
     (rec,) = compile_log.snapshot()
-    assert "adaptive_max_pool2d" in rec.error and rec.cache_result == "miss"
+    assert "cummax" in rec.error and rec.cache_result == "miss"
 
 
 @pytest.mark.parametrize("how", ["option", "env"])
-def test_fallback_execution_runs_the_graph_eagerly_with_a_warning(how):
+def test_fallback_execution_runs_the_graph_eagerly_with_a_warning(how, cummax_unsupported):
     x = torch.arange(1.0, 5.0)
     if how == "option":
         compiled = trn_notebook.compile(uses_no_lowering, options={"fallback_execution": True})

@@ -35,6 +35,10 @@ ATEN_POINTWISE = "aten_pointwise"
 DATA_DEPENDENT = "data-dependent output shape"
 
 
+class UnsupportedOpError(NotImplementedError):
+    """An op the device policy marks ``unsupported`` (eager raises for it too): refused at compile time."""
+
+
 class DataDependentShapeError(NotImplementedError):
     """An op whose output shape depends on tensor values: refused at compile time (static shapes only)."""
 
@@ -44,19 +48,22 @@ def qualified(op: torch._ops.OpOverload) -> str:
     return f"aten.{op._opname}.{op._overloadname}"
 
 
-def _category(op: torch._ops.OpOverload) -> str:
-    return policy.rule(op._opname, op).category or "cpu_fallback"
-
-
 def lowering_of(op: Any) -> str | None:
     """The generic IR op for ATen overload ``op`` (which has no lowering of its own), or ``None``.
 
-    Raises :class:`DataDependentShapeError` for an op with a data-dependent output shape."""
+    Raises :class:`DataDependentShapeError` for an op with a data-dependent output shape and
+    :class:`UnsupportedOpError` for an op the device policy marks unsupported (with the policy's reason)."""
     if not isinstance(op, torch._ops.OpOverload) or op.namespace != "aten":
         return None
     if torch.Tag.dynamic_output_shape in op.tags:
         raise data_dependent_error(str(op), "")
-    category = _category(op)
+    rule = policy.rule(op._opname, op)
+    category = rule.category or "cpu_fallback"
+    if category == "unsupported":
+        raise UnsupportedOpError(
+            f"aten::{op._opname} is not supported on the neuron device, eagerly or compiled: "
+            f"{rule.reason or 'it is marked unsupported in the op policy'}"
+        )
     if category == "cpu_fallback":
         return HOST_CALL
     if category == "native" and torch.Tag.pointwise in op.tags:
@@ -88,7 +95,7 @@ def resolve(name: str, ir_op: str) -> torch._ops.OpOverload:
         raise KeyError(f"{ir_op} {name!r}: no such ATen overload") from exc
     try:
         found = lowering_of(op)
-    except DataDependentShapeError:
+    except (DataDependentShapeError, UnsupportedOpError):
         found = None
     if found != ir_op:
         raise KeyError(f"{ir_op} {name!r}: this op is not a {'CPU fallback' if ir_op == HOST_CALL else 'pointwise'} op")

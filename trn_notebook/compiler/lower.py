@@ -23,6 +23,7 @@ from .host_call import (
     HOST_CALL,
     HOST_EFFECT,
     DataDependentShapeError,
+    UnsupportedOpError,
     data_dependent_error,
     lowering_of,
     qualified,
@@ -146,6 +147,8 @@ class _Lowerer:
                 op = lowering_of(target)
             except DataDependentShapeError:
                 raise data_dependent_error(str(target), user_source(node)) from None
+            except UnsupportedOpError as exc:
+                raise LoweringError(f"{exc} (user code: {user_source(node) or 'unknown'})") from None
             prefix = (qualified(target),) if op is not None else ()
         if op is None:
             raise LoweringError(
@@ -184,7 +187,11 @@ class _Lowerer:
         returns the token (then the op's results), when eager runs ``op`` as a CPU fallback
         (``_linalg_check_errors``, which raises for a singular matrix as eagerly); else :class:`LoweringError`."""
         token, target, *rest = node.args
-        if lowering_of(target) != HOST_CALL:
+        try:
+            host = lowering_of(target) == HOST_CALL
+        except (DataDependentShapeError, UnsupportedOpError):
+            host = False
+        if not host:
             raise LoweringError(
                 f"the neuron compiler has no lowering for the effectful op {target} (user code: "
                 f"{user_source(node) or 'unknown'}); run this part eagerly (torch.compiler.disable)"
