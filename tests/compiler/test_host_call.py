@@ -110,3 +110,18 @@ def test_an_effectful_check_runs_on_the_host_and_raises_as_eagerly():
     torch.testing.assert_close(compiled(a.to("neuron")).cpu(), inv_plus(a))
     with pytest.raises(Exception, match="singular"):
         compiled(torch.zeros(3, 3, device="neuron"))
+
+
+def test_a_host_call_under_dryrun_is_charged_as_a_real_run_charges_it():
+    import trn_notebook
+
+    x = torch.randn(3, 4, 4, device="neuron")
+    compiled = _compiled(det_plus)
+    compiled(x)
+    _, real = _window(compiled, x)
+    torch._dynamo.reset()
+    with trn_notebook.dryrun() as run:
+        _compiled(det_plus)(torch.randn(3, 4, 4, device="neuron"))
+    dry = run.figures.placement["_linalg_det"]
+    assert dry.category == "cpu_fallback" and dry.calls == 1
+    assert dry.device_s == pytest.approx(real["_linalg_det"].device_s) and dry.h2d == real["_linalg_det"].h2d

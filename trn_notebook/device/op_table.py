@@ -100,7 +100,7 @@ RECORDS = (
     # -- native kernels that are neither pointwise nor reductions by tag ---------------------------
     op("_adaptive_avg_pool2d", NATIVE, ir="adaptive_avg_pool2d", kind=LIBRARY),
     op("_adaptive_avg_pool2d_backward", NATIVE, ir="adaptive_avg_pool2d_backward", kind=LIBRARY),
-    op("adaptive_max_pool2d", NATIVE, direct=("default",)),  # direct: see the upsample records below
+    op("adaptive_max_pool2d", NATIVE, direct=("default",), ir="adaptive_max_pool2d", kind=LIBRARY),  # direct: see below
     op("addbmm", NATIVE, flops=MATMUL, autocast=LOWER),
     op("addmm", NATIVE, flops=MATMUL, autocast=LOWER, direct=("default",), ir="addmm", kind=MATMUL_K),
     op("_addmm_activation", NATIVE, flops=MATMUL),
@@ -185,7 +185,7 @@ RECORDS = (
     op("mv", NATIVE, autocast=LOWER),
     op("native_batch_norm", NATIVE),
     op("native_batch_norm_backward", NATIVE, ir="batch_norm_backward", kind=LIBRARY),
-    op("_native_batch_norm_legit", NATIVE),
+    op("_native_batch_norm_legit", NATIVE, ir={"no_stats": "batch_norm_no_stats"}, kind=LIBRARY, reduces=True),
     op("_native_batch_norm_legit_functional", NATIVE, ir="batch_norm", kind=LIBRARY, reduces=True),
     op("_native_batch_norm_legit_no_training", NATIVE, ir="batch_norm_no_training", kind=LIBRARY, reduces=True),
     op("native_group_norm", NATIVE, direct=("default",), ir="group_norm", kind=LIBRARY, reduces=True),
