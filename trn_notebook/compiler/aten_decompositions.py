@@ -1,7 +1,8 @@
 """PyTorch's decompositions, applied while AOT Autograd traces, so that only Core ATen IR reaches lowering.
 
 The table is torch's own: ``torch._decomp.core_aten_decompositions()`` plus, for a few non-core ops
-that table leaves alone (:data:`EXTRA`), the entries of torch's global decomposition table. Removed
+that table leaves alone (:data:`EXTRA`), the entries of torch's global decomposition table, and for the few
+neither table decomposes (:data:`OURS`: ``addbmm``), a rule of ours in torch's form. Removed
 from it is every overload the compiler lowers to one IR op of its own (:func:`kept_lowerings`): a
 library kernel of the runtime (softmax and norm backwards, losses, ``roll``, ``tril``) or one
 pointwise op (``silu``, ``hardswish``, ``where``), which the schedule models as one kernel and the
@@ -27,13 +28,28 @@ EXTRA = (
     aten._unsafe_index_put,
     aten.index_add,
     aten.new_empty_strided,  # DeepSeek-V3's backward (multi-latent attention)
+    aten.addmv,  # a native record with no lowering of its own (the compiled OpInfo sweep)
 )
+
+
+def _addbmm(inp: Any, batch1: Any, batch2: Any, *, beta: Any = 1, alpha: Any = 1) -> Any:
+    """addbmm = beta·input + alpha·Σ_b batch1[b] @ batch2[b] (input ignored when beta == 0, as torch's kernel);
+    neither of torch's tables decomposes it."""
+    out = aten.sum.dim_IntList(aten.bmm.default(batch1, batch2), [0])
+    if alpha != 1:
+        out = aten.mul.Tensor(out, alpha)
+    if beta == 0:
+        return aten.expand.default(out, list(torch.broadcast_shapes(inp.shape, out.shape)))
+    return aten.add.Tensor(out, inp if beta == 1 else aten.mul.Tensor(inp, beta))
+
+
+OURS = {aten.addbmm.default: _addbmm}  # ops neither table decomposes
 
 
 def _extra() -> dict[Any, Any]:
     from torch._decomp import get_decompositions
 
-    return get_decompositions(list(EXTRA))
+    return {**get_decompositions(list(EXTRA)), **OURS}
 
 
 def kept_lowerings() -> list[Any]:
