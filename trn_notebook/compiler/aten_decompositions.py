@@ -2,7 +2,7 @@
 
 The table is torch's own: ``torch._decomp.core_aten_decompositions()`` plus, for a few non-core ops
 that table leaves alone (:data:`EXTRA`), the entries of torch's global decomposition table, and for the few
-neither table decomposes (:data:`OURS`: ``addbmm``), a rule of ours in torch's form. Removed
+neither table decomposes (:data:`OURS`: ``addbmm``, ``masked_scatter``), a rule of ours in torch's form. Removed
 from it is every overload the compiler lowers to one IR op of its own (:func:`kept_lowerings`): a
 library kernel of the runtime (softmax and norm backwards, losses, ``roll``, ``tril``) or one
 pointwise op (``silu``, ``hardswish``, ``where``), which the schedule models as one kernel and the
@@ -43,7 +43,20 @@ def _addbmm(inp: Any, batch1: Any, batch2: Any, *, beta: Any = 1, alpha: Any = 1
     return aten.add.Tensor(out, inp if beta == 1 else aten.mul.Tensor(inp, beta))
 
 
-OURS = {aten.addbmm.default: _addbmm}  # ops neither table decomposes
+def _masked_scatter(inp: Any, mask: Any, source: Any) -> Any:
+    """masked_scatter: the k-th True of the (broadcast) mask takes source's k-th element, in row-major order:
+    where(mask, source.flatten()[cumsum(mask) - 1], input); a static shape, so no data-dependent size."""
+    shape = list(torch.broadcast_shapes(inp.shape, mask.shape))
+    full = aten.expand.default(inp, shape)
+    if source.numel() == 0:  # no True may take an element: the input as it is
+        return aten.clone.default(full)
+    flat = aten.reshape.default(aten.expand.default(mask, shape), [-1])
+    index = aten.clamp_min.default(aten.sub.Tensor(aten.cumsum.default(flat, 0, dtype=torch.int64), 1), 0)
+    taken = aten.gather.default(aten.reshape.default(source, [-1]), 0, index)
+    return aten.where.self(aten.expand.default(mask, shape), aten.reshape.default(taken, shape), full)
+
+
+OURS = {aten.addbmm.default: _addbmm, aten.masked_scatter.default: _masked_scatter}  # neither table decomposes
 
 
 def _extra() -> dict[Any, Any]:

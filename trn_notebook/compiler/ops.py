@@ -158,7 +158,9 @@ def _custom_call(name: str, *args: Any, **kwargs: Any) -> Any:
 
 OPS["histc"] = OpDef("histc", "library", _histc, reduces=OPS["histc"].reduces)
 # A torch.library custom op (e.g. transformers::grouped_mm_fallback of MoE layers): a runtime library call.
-OPS["custom_call"] = OpDef("custom_call", "library", _custom_call, random=True)  # never merged by CSE
+# random: never merged by CSE; i64_index: the op gets int64 tensors as the user passed them (its own checks may
+# insist on int64 targets, e.g. torch's linear_cross_entropy custom op)
+OPS["custom_call"] = OpDef("custom_call", "library", _custom_call, random=True, i64_index=True)
 
 RANDOM_OPS = frozenset(name for name, d in OPS.items() if d.random)
 
