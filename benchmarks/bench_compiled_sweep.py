@@ -29,6 +29,31 @@ from trn_notebook.compat.isolate import run_isolated
 from trn_notebook.compat.sweep import select_ops
 
 
+def _with_progress(names: list[str], path: str, report_only: bool) -> list[CompiledResult]:
+    """The results of ``names`` kept in JSON-lines file ``path``: those already there are read, the others
+    (unless ``report_only``) swept in this process one by one and appended as each is done."""
+    import warnings
+
+    from trn_notebook.compat.compiled import run_compiled_op
+
+    warnings.simplefilter("ignore")  # as the isolated workers do (fallback warnings, once per op)
+    done: dict[str, CompiledResult] = {}
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as fh:
+            for line in fh:
+                if line.strip():
+                    r = CompiledResult.from_json(json.loads(line))
+                    done[r.op] = r
+    if not report_only:
+        with open(path, "a", encoding="utf-8") as fh:
+            for name in names:
+                if name not in done:
+                    done[name] = run_compiled_op(name)
+                    fh.write(json.dumps(done[name].to_json()) + "\n")
+                    fh.flush()
+    return [done[n] for n in names if n in done]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--every", type=int, default=1, help="sweep every k-th OpInfo entry (default: all)")
@@ -36,11 +61,20 @@ def main() -> None:
     parser.add_argument("--json", help="write the per-entry results here")
     parser.add_argument("--compare", help="results of an earlier run (JSON) to print ratios against")
     parser.add_argument("--out", help="splice the compiled section into this markdown file (docs/compatibility.md)")
+    parser.add_argument(
+        "--progress",
+        help="JSON-lines file: run in this process, append each entry's result as it is done, skip entries "
+        "already there (a resumed run); with --report-only, only summarise it",
+    )
+    parser.add_argument("--report-only", action="store_true", help="with --progress: no sweeping, report the file")
     args = parser.parse_args()
     names = select_ops(args.ops)[:: max(1, args.every)]
     print(f"load before: {os.getloadavg()}; {len(names)} entries")
     t0 = time.perf_counter()
-    results = run_isolated(names, compiled=True, chunk_size=40)
+    if args.progress:
+        results = _with_progress(names, args.progress, args.report_only)
+    else:
+        results = run_isolated(names, compiled=True, chunk_size=40)
     print(f"{len(results)} entries in {time.perf_counter() - t0:.0f} s; load after: {os.getloadavg()}")
     s = summarize_compiled(results)
     for line in summary_lines(s):
