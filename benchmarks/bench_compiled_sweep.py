@@ -26,7 +26,7 @@ from trn_notebook.compat.compiled_table import (
     summary_lines,
 )
 from trn_notebook.compat.isolate import run_isolated
-from trn_notebook.compat.sweep import select_ops
+from trn_notebook.compat.sweep import Tally, select_ops
 
 
 def _with_progress(names: list[str], path: str, report_only: bool) -> list[CompiledResult]:
@@ -38,16 +38,26 @@ def _with_progress(names: list[str], path: str, report_only: bool) -> list[Compi
 
     warnings.simplefilter("ignore")  # as the isolated workers do (fallback warnings, once per op)
     done: dict[str, CompiledResult] = {}
+    started: list[str] = []
     if os.path.exists(path):
         with open(path, encoding="utf-8") as fh:
             for line in fh:
                 if line.strip():
-                    r = CompiledResult.from_json(json.loads(line))
+                    data = json.loads(line)
+                    if "started" in data:
+                        started.append(data["started"])
+                        continue
+                    r = CompiledResult.from_json(data)
                     done[r.op] = r
+    for name in started:  # began and never reported: the process died in it (a crash, as isolate.py says)
+        if name not in done:
+            done[name] = CompiledResult(name, Tally(0, 1, "crashed: the sweep process died in this entry"))
     if not report_only:
         with open(path, "a", encoding="utf-8") as fh:
             for name in names:
                 if name not in done:
+                    fh.write(json.dumps({"started": name}) + "\n")
+                    fh.flush()
                     done[name] = run_compiled_op(name)
                     fh.write(json.dumps(done[name].to_json()) + "\n")
                     fh.flush()
@@ -64,7 +74,8 @@ def main() -> None:
     parser.add_argument(
         "--progress",
         help="JSON-lines file: run in this process, append each entry's result as it is done, skip entries "
-        "already there (a resumed run); with --report-only, only summarise it",
+        "already there (a resumed run; an entry the process died in counts as crashed); with --report-only, "
+        "only summarise it",
     )
     parser.add_argument("--report-only", action="store_true", help="with --progress: no sweeping, report the file")
     args = parser.parse_args()

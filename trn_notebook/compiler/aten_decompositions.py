@@ -56,13 +56,13 @@ def _masked_scatter(inp: Any, mask: Any, source: Any) -> Any:
     return aten.where.self(aten.expand.default(mask, shape), aten.reshape.default(taken, shape), full)
 
 
-OURS = {aten.addbmm.default: _addbmm, aten.masked_scatter.default: _masked_scatter}  # neither table decomposes
+OURS = ((aten.addbmm.default, _addbmm), (aten.masked_scatter.default, _masked_scatter))  # neither table has them
 
 
 def _extra() -> dict[Any, Any]:
     from torch._decomp import get_decompositions
 
-    return {**get_decompositions(list(EXTRA)), **OURS}
+    return {**get_decompositions(list(EXTRA)), **dict(OURS)}
 
 
 def kept_lowerings() -> list[Any]:
