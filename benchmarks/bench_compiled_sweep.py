@@ -37,6 +37,7 @@ def _with_progress(names: list[str], path: str, report_only: bool) -> list[Compi
     from trn_notebook.compat.compiled import run_compiled_op
 
     warnings.simplefilter("ignore")  # as the isolated workers do (fallback warnings, once per op)
+    order = {n: i for i, n in enumerate(names)}
     done: dict[str, CompiledResult] = {}
     started: list[str] = []
     if os.path.exists(path):
@@ -49,9 +50,11 @@ def _with_progress(names: list[str], path: str, report_only: bool) -> list[Compi
                         continue
                     r = CompiledResult.from_json(data)
                     done[r.op] = r
-    for name in started:  # began and never reported: the process died in it (a crash, as isolate.py says)
-        if name not in done:
-            done[name] = CompiledResult(name, Tally(0, 1, "crashed: the sweep process died in this entry"))
+    for name in set(started):  # began twice and never reported (the second time first in a fresh process): a crash
+        if name not in done and started.count(name) >= 2:
+            done[name] = CompiledResult(name, Tally(0, 1, "crashed: the sweep process died in this entry twice"))
+    retry = [n for n in names if n in started and n not in done]  # died once: first in this fresh process
+    names = retry + [n for n in names if n not in retry]
     if not report_only:
         with open(path, "a", encoding="utf-8") as fh:
             for name in names:
@@ -61,7 +64,7 @@ def _with_progress(names: list[str], path: str, report_only: bool) -> list[Compi
                     done[name] = run_compiled_op(name)
                     fh.write(json.dumps(done[name].to_json()) + "\n")
                     fh.flush()
-    return [done[n] for n in names if n in done]
+    return [done[n] for n in sorted(names, key=order.__getitem__) if n in done]
 
 
 def main() -> None:
@@ -74,7 +77,8 @@ def main() -> None:
     parser.add_argument(
         "--progress",
         help="JSON-lines file: run in this process, append each entry's result as it is done, skip entries "
-        "already there (a resumed run; an entry the process died in counts as crashed); with --report-only, "
+        "already there (a resumed run retries first an entry the process died in, and counts it crashed if it "
+        "dies again); with --report-only, "
         "only summarise it",
     )
     parser.add_argument("--report-only", action="store_true", help="with --progress: no sweeping, report the file")
