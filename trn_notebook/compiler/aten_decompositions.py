@@ -46,6 +46,9 @@ def _addbmm(inp: Any, batch1: Any, batch2: Any, *, beta: Any = 1, alpha: Any = 1
 def _masked_scatter(inp: Any, mask: Any, source: Any) -> Any:
     """masked_scatter: the k-th True of the (broadcast) mask takes source's k-th element, in row-major order:
     where(mask, source.flatten()[cumsum(mask) - 1], input); a static shape, so no data-dependent size."""
+    sizes = (*inp.shape, *mask.shape, *source.shape)
+    if not all(isinstance(s, int) for s in sizes):  # a data-dependent size (masked_select's backward): declined,
+        return NotImplemented  # as torch's own rules decline (a guard on it would abort the autograd engine)
     shape = list(torch.broadcast_shapes(inp.shape, mask.shape))
     full = aten.expand.default(inp, shape)
     if source.numel() == 0:  # no True may take an element: the input as it is
