@@ -90,6 +90,8 @@ def _type_of(val: Any, what: str) -> TensorType | None:
         if val.dtype not in DTYPE_NAMES:
             raise LoweringError(f"{what} has dtype {val.dtype}, which the neuron compiler does not support")
         return TensorType.of(val)
+    if isinstance(val, torch.SymInt | torch.SymFloat | torch.SymBool):  # a tensor's value read into a size (.item())
+        raise data_dependent_error(f"{what} (a tensor value read as a Python number, {val!r})", "")
     raise LoweringError(f"{what} produces a {type(val).__name__} ({val!r}); only tensor results compile for neuron")
 
 
