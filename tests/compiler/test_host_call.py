@@ -85,6 +85,10 @@ def test_data_dependent_output_shape_is_refused_at_compile_time_with_the_reason(
     x = torch.tensor([0.0, 1.0, 0.0, 2.0], device="neuron")
     with pytest.raises(Exception, match=r"aten\.nonzero\.default has a data-dependent output shape.*static shapes"):
         _compiled(lambda t: torch.nonzero(t) + 1)(x)
+    # training: masked_select's backward (masked_scatter at a data-dependent size) once aborted the process
+    w = torch.randn(4, device="neuron", requires_grad=True)
+    with pytest.raises(Exception, match=r"aten\.masked_select\.default has a data-dependent output shape"):
+        _compiled(lambda t, m: torch.masked_select(t, m))(w, x > 0)
 
 
 def test_a_parsed_graph_may_call_only_ops_of_the_placement_its_ir_op_stands_for():
