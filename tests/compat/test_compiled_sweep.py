@@ -56,3 +56,33 @@ def test_compat_cli_runs_the_compiled_sweep_and_writes_its_section(tmp_path, cap
     printed = capsys.readouterr().out
     assert "compiled forward:  1/1 entries = 100.00%" in printed
     assert "| `polar` | 1/1 |" in out.read_text()
+
+
+def test_quick_compiled_sweep_passes_with_its_host_calls_and_refusal_counted_apart(fresh_compiler) -> None:
+    from trn_notebook.compat.api import compiled_sweep
+    from trn_notebook.compat.compiled_table import summarize_compiled
+
+    results = compiled_sweep(quick=True, isolated=False)
+    s = summarize_compiled(results)
+    assert s.forward_entries[0] == s.forward_entries[1] >= 5, s.reasons
+    assert s.backward_entries[0] == s.backward_entries[1] >= 3, s.reasons
+    by_op = {r.op: r for r in results}
+    assert by_op["linalg.inv"].host_calls == ["_linalg_check_errors", "linalg_inv_ex"]
+    assert by_op["fft.rfft"].host_calls == ["_fft_r2c"] and by_op["cummax"].host_calls == ["cummax"]
+    assert by_op["add"].host_calls == [] and by_op["special.i0e"].host_calls == []  # native, inside the graph
+    assert by_op["nonzero"].refused == 1 and by_op["nonzero"].forward.total == 0  # refused, not counted
+    assert s.refused == 1 and s.host_call_entries == 3
+
+
+def test_compiled_section_is_spliced_into_the_eager_document_and_replaced_in_place() -> None:
+    from trn_notebook.compat.compiled import CompiledResult
+    from trn_notebook.compat.compiled_table import BEGIN, END, compiled_markdown, section_of, splice
+    from trn_notebook.compat.sweep import Tally
+
+    eager = "# Operator compatibility\n\n| op |\n"
+    first = splice(eager, compiled_markdown([CompiledResult("a", Tally(1, 1), host_calls=["_fft_r2c"])], "cmd"))
+    assert first.startswith(eager) and first.count(BEGIN) == 1 and first.rstrip().endswith(END)
+    assert "| `a` | 1/1 | n/a | _fft_r2c |" in first and "`_fft_r2c`: 1" in first
+    second = splice(first, compiled_markdown([CompiledResult("b", Tally(0, 1, "mismatch: x"))], "cmd"))
+    assert second.startswith(eager) and second.count(BEGIN) == 1
+    assert "`a`" not in second and "forward: b: mismatch vs CPU" in section_of(second)

@@ -80,34 +80,44 @@ def test_options_with_a_wrong_type_raise_and_unknown_ones_are_accepted_without_e
     assert rec.graph_name == "m_inference_0"
 
 
-def uses_cumprod(x):
-    return torch.cumprod(x, 0) + 1  # no lowering for aten.cumprod
+@pytest.fixture
+def cummax_unsupported():
+    """aten::cummax (a host call otherwise) marked unsupported: a compile that fails."""
+    trn_notebook.set_op_category("cummax", "unsupported", "not in this release")
+    try:
+        yield
+    finally:
+        trn_notebook.device.policy.clear("cummax")
 
 
-def test_compile_failure_raises_by_default_naming_the_op_and_the_way_out():
-    with pytest.raises(Exception, match=r"no lowering for aten\.cumprod.*fallback_execution"):
-        trn_notebook.compile(uses_cumprod)(torch.arange(1.0, 5.0))
+def uses_no_lowering(x):
+    return torch.cummax(x, 0)[0] + 1  # no lowering while the policy marks aten::cummax unsupported
+
+
+def test_compile_failure_raises_by_default_naming_the_op_and_the_way_out(cummax_unsupported):
+    with pytest.raises(Exception, match=r"aten::cummax is not supported.*not in this release.*fallback_execution"):
+        trn_notebook.compile(uses_no_lowering)(torch.arange(1.0, 5.0))
     (rec,) = compile_log.snapshot()
-    assert "cumprod" in rec.error and rec.cache_result == "miss"
+    assert "cummax" in rec.error and rec.cache_result == "miss"
 
 
 @pytest.mark.parametrize("how", ["option", "env"])
-def test_fallback_execution_runs_the_graph_eagerly_with_a_warning(how):
+def test_fallback_execution_runs_the_graph_eagerly_with_a_warning(how, cummax_unsupported):
     x = torch.arange(1.0, 5.0)
     if how == "option":
-        compiled = trn_notebook.compile(uses_cumprod, options={"fallback_execution": True})
+        compiled = trn_notebook.compile(uses_no_lowering, options={"fallback_execution": True})
         ctx = override()
     else:
-        compiled = trn_notebook.compile(uses_cumprod)
+        compiled = trn_notebook.compile(uses_no_lowering)
         ctx = override(disable_fallback_execution=False)  # TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=0
     with ctx, pytest.warns(NeuronCompileFallbackWarning, match="running it eagerly"):
         out = compiled(x)
-    torch.testing.assert_close(out, uses_cumprod(x))
+    torch.testing.assert_close(out, uses_no_lowering(x))
     (rec,) = compile_log.snapshot()
     assert rec.fallback is True
     with warnings.catch_warnings():
         warnings.simplefilter("error", NeuronCompileFallbackWarning)
-        torch.testing.assert_close(compiled(x), uses_cumprod(x))  # no second warning, no recompile
+        torch.testing.assert_close(compiled(x), uses_no_lowering(x))  # no second warning, no recompile
 
 
 def test_environment_variables_are_read_into_the_config():

@@ -1,5 +1,6 @@
 """``python -m trn_notebook.compat [--ops PATTERN] [--quick] [--out docs/compatibility.md]``; with ``--compiled``
-[--every K] the compiled sweep (``--out docs/compatibility-compiled.md``)."""
+[--every K] the compiled sweep, whose ``--out`` replaces (or appends) the compiled section of that file and keeps
+the eager table; the eager sweep's ``--out`` keeps the file's compiled section likewise."""
 
 from __future__ import annotations
 
@@ -72,19 +73,35 @@ def _compiled(args: argparse.Namespace, parser: argparse.ArgumentParser, argv: l
         print(line)
     for reason, _ in s.reasons:
         print(f"  {reason}")
-    _write_outputs(args, argv, results, compiled_markdown)
+    _write_outputs(args, argv, results, compiled_markdown, compiled=True)
     return 0
 
 
-def _write_outputs(args: argparse.Namespace, argv: list[str] | None, results: Any, markdown: Any) -> None:
-    """Write ``--json`` (every result) and ``--out`` (``markdown(results, command)``) when asked."""
+def _write_outputs(
+    args: argparse.Namespace, argv: list[str] | None, results: Any, markdown: Any, compiled: bool = False
+) -> None:
+    """Write ``--json`` (every result) and ``--out`` (``markdown(results, command)``) when asked: the compiled
+    sweep's section is spliced into the file (the eager table kept), the eager table keeps the file's compiled
+    section."""
+    from .compiled_table import section_of, splice
+
     if args.json:
         with open(args.json, "w", encoding="utf-8") as fh:
             json.dump([r.to_json() for r in results], fh, indent=1)
     if args.out:
         command = "python -m trn_notebook.compat " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
+        try:
+            with open(args.out, encoding="utf-8") as fh:
+                existing = fh.read()
+        except FileNotFoundError:
+            existing = ""
+        text = markdown(results, command.strip())
+        if compiled:
+            text = splice(existing, text) if existing else text
+        elif section_of(existing):
+            text = text.rstrip("\n") + "\n\n" + section_of(existing)
         with open(args.out, "w", encoding="utf-8") as fh:
-            fh.write(markdown(results, command.strip()))
+            fh.write(text)
         print(f"wrote {args.out}")
 
 

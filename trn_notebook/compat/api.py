@@ -21,6 +21,10 @@ QUICK_OPS = (
     "tensor_split,linalg.svd,flip,roll,tril,clamp"
 )
 
+# The compiled sweep's --quick subset (CI): one op per way an op reaches the compiled graph: a lowering, a host
+# call (linear algebra with its effectful check, FFT, a cumulative op), a pointwise op with no record, a refusal.
+COMPILED_QUICK_OPS = "add,linalg.inv,fft.rfft,special.i0e,cummax,nonzero"
+
 
 def sweep(ops: str | None = None, quick: bool = False, isolated: bool = True) -> list[OpResult]:
     """Run the sweep over OpInfo entries matching ``ops`` (globs, comma-separated; ``--quick``: a subset).
@@ -47,7 +51,8 @@ def compiled_sweep(
     ops: str | None = None, quick: bool = False, every: int = 1, isolated: bool = True
 ) -> list[CompiledResult]:
     """The compiled sweep (:mod:`.compiled`) over OpInfo entries matching ``ops`` (every ``every``-th of them):
-    each eager-passing float32 sample under ``torch.compile(backend="neuron", fullgraph=True)`` against CPU.
+    each eager-passing float32 sample under ``torch.compile(backend="neuron", fullgraph=True)`` against CPU;
+    ``quick`` with no ``ops``: :data:`COMPILED_QUICK_OPS`, one sample each.
 
     Raises ``ValueError`` if nothing is selected, :class:`~trn_notebook.extras.MissingExtra` (before any
     work) if ``expecttest`` is not installed.
@@ -59,7 +64,7 @@ def compiled_sweep(
     from .isolate import run_isolated
     from .sweep import select_ops
 
-    names = select_ops(ops if ops else (QUICK_OPS if quick else None))[:: max(1, every)]
+    names = select_ops(ops if ops else (COMPILED_QUICK_OPS if quick else None))[:: max(1, every)]
     if not names:
         raise ValueError(f"no OpInfo entry matches {ops!r}; try a glob such as 'nn.functional.*' or 'add,mul'")
     if isolated:

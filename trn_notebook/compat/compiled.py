@@ -7,7 +7,10 @@ a graph input (other arguments are constants of the graph), run, and compared wi
 compares input gradients the same way. When a compile fails, the same sample is compiled on the CPU
 with ``backend="aot_eager"``: if PyTorch's own stack cannot capture it with ``fullgraph=True`` either
 (data-dependent shapes, Python scalars out of tensors), it is not a test of our compiler and is counted
-as ``uncapturable``, never as a pass. Coverage is compiled passes over eager passes.
+as ``uncapturable``, never as a pass. A sample the compiler refuses because an output's shape depends on the
+data (``DataDependentShapeError``: static shapes only, as on TorchNeuron) is counted as ``refused``, apart.
+Coverage is compiled passes over eager passes. The ops a passing graph ran as host calls (CPU fallbacks of
+eager inside the graph: linear algebra, FFT ...) are kept per entry (``host_calls``), from the placement log.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from typing import Any, Literal
 
 import torch
 
+from ..compiler.host_call import DATA_DEPENDENT
+from ..device.placement import placement_log
 from .sweep import (
     Tally,
     _call,
@@ -45,6 +50,8 @@ class CompiledResult:
     forward: Tally = field(default_factory=Tally)
     backward: Tally = field(default_factory=Tally)
     uncapturable: int = 0  # samples PyTorch's own aot_eager cannot capture with fullgraph=True either
+    refused: int = 0  # samples refused at compile time: a data-dependent output shape
+    host_calls: list[str] = field(default_factory=list)  # ops the compiled graphs ran on the host (CPU fallbacks)
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-serialisable dict (the worker protocol of :mod:`~trn_notebook.compat.isolate`)."""
@@ -53,7 +60,14 @@ class CompiledResult:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> CompiledResult:
         """Inverse of :meth:`to_json`."""
-        return cls(data["op"], Tally(**data["forward"]), Tally(**data["backward"]), data.get("uncapturable", 0))
+        return cls(
+            data["op"],
+            Tally(**data["forward"]),
+            Tally(**data["backward"]),
+            data.get("uncapturable", 0),
+            data.get("refused", 0),
+            list(data.get("host_calls", [])),
+        )
 
 
 class _Graph:
@@ -99,7 +113,7 @@ def _capturable(opinfo: Any, sample: Any, backward: bool) -> bool:
     return True
 
 
-def _forward(opinfo: Any, sample: Any, seed: int) -> str | Literal[False] | None:
+def _forward(opinfo: Any, sample: Any, seed: int, hosts: set[str]) -> str | Literal[False] | None:
     """None on a pass, the error, False when not counted (fails eagerly), "uncapturable" sentinel via str."""
     if _forward_sample(opinfo, sample, torch.float32, seed) is not None:
         return False  # the eager sweep's verdict: only eager passes are compiled
@@ -107,17 +121,19 @@ def _forward(opinfo: Any, sample: Any, seed: int) -> str | Literal[False] | None
     expected = _to_cpu(_call(opinfo, sample))
     on_device, _ = _move_sample(opinfo, sample)
     graph = _Graph(opinfo, on_device)
+    before = placement_log.snapshot()
     try:
         torch.manual_seed(seed)
         actual = _compiled(graph, "neuron")(*graph.tensors)
     except Exception as exc:
-        return _UNCAPTURABLE if not _capturable(opinfo, sample, False) else _compile_error(exc)
+        return _failure(exc, opinfo, sample, False)
+    _host_calls(before, hosts)
     rtol, atol = _tolerance(opinfo, torch.float32)
     nondet = opinfo.has_nondeterministic_output or _is_random(opinfo)
     return compare(actual, expected, rtol, atol, nondet)
 
 
-def _backward(opinfo: Any, sample: Any, seed: int) -> str | Literal[False] | None:
+def _backward(opinfo: Any, sample: Any, seed: int, hosts: set[str]) -> str | Literal[False] | None:
     from .sweep import _backward_sample
 
     if _backward_sample(opinfo, sample, seed) is not None:
@@ -130,6 +146,7 @@ def _backward(opinfo: Any, sample: Any, seed: int) -> str | Literal[False] | Non
     expected = torch.autograd.grad(outs, inputs, grads_out, allow_unused=True)
     on_device, _ = _move_sample(opinfo, sample, requires_grad=True)
     graph = _Graph(opinfo, on_device)
+    before = placement_log.snapshot()
     try:
         torch.manual_seed(seed)
         got = [t for t in _tensors(_compiled(graph, "neuron")(*graph.tensors)) if t.requires_grad]
@@ -138,7 +155,8 @@ def _backward(opinfo: Any, sample: Any, seed: int) -> str | Literal[False] | Non
             got, _grad_inputs(on_device), [g.to("neuron") for g in grads_out], allow_unused=True
         )
     except Exception as exc:
-        return _UNCAPTURABLE if not _capturable(opinfo, sample, True) else _compile_error(exc)
+        return _failure(exc, opinfo, sample, True)
+    _host_calls(before, hosts)
     rtol, atol = _tolerance(opinfo, torch.float32)
     if rtol is None:
         rtol, atol = 1e-5, 1e-5
@@ -149,6 +167,20 @@ def _backward(opinfo: Any, sample: Any, seed: int) -> str | Literal[False] | Non
 
 
 _UNCAPTURABLE = "\0uncapturable"
+_REFUSED = "\0refused"
+
+
+def _failure(exc: BaseException, opinfo: Any, sample: Any, backward: bool) -> str:
+    """A failed compile's outcome: refused (data-dependent shape), uncapturable by aot_eager too, or the error."""
+    error = _compile_error(exc)
+    if DATA_DEPENDENT in error:
+        return _REFUSED
+    return _UNCAPTURABLE if not _capturable(opinfo, sample, backward) else error
+
+
+def _host_calls(before: Any, hosts: set[str]) -> None:
+    """Add to ``hosts`` the ops that fell back to the CPU since ``before`` (the compiled run's host calls)."""
+    hosts.update(op for op, e in placement_log.snapshot().since(before).items() if e.category == "cpu_fallback")
 
 
 def _compile_error(exc: BaseException) -> str:
@@ -180,15 +212,21 @@ def run_compiled_op(name: str, quick: bool = False) -> CompiledResult:
 def _sweep_direction(opinfo: Any, result: CompiledResult, tally: Tally, backward: bool, limit: int) -> None:
     try:
         samples = opinfo.sample_inputs("cpu", torch.float32, requires_grad=backward)
+        refused = 0
         for i, sample in enumerate(samples):
-            if tally.total >= limit:
+            if tally.total + refused >= limit:  # a refused sample counts toward the limit (it needs no more tries)
                 break
+            hosts: set[str] = set()
             try:
-                outcome = (_backward if backward else _forward)(opinfo, sample, i)
+                outcome = (_backward if backward else _forward)(opinfo, sample, i, hosts)
             except Exception as exc:  # the CPU reference itself failed in a way the eager check did not see
                 outcome = "sweep error: " + _short(exc)
+            result.host_calls = sorted(set(result.host_calls) | hosts)
             if outcome == _UNCAPTURABLE:
                 result.uncapturable += 1
+            elif outcome == _REFUSED:
+                result.refused += 1
+                refused += 1
             elif outcome is not False:
                 tally.add(outcome if isinstance(outcome, str) or outcome is None else None)
     except Exception as exc:  # the sample generator itself failed

@@ -3,7 +3,8 @@
 On the device it takes the host views of the neuron arguments once, runs the program's closures
 on them with CPU torch (intermediates stay plain host tensors, no allocator round trips), adopts
 the outputs as device memory with ``runtime.wrap``, and charges the clocks and the placement log
-once for the whole graph (``graph:<name>``) with the schedule's modeled device time. While it
+once for the whole graph (``graph:<name>``) with the schedule's modeled device time; each host call in the
+graph (a CPU fallback of eager, :mod:`.host_call`) is then charged as eager charges that fallback. While it
 runs, the planned scratch arena is reserved in the simulated HBM, so memory counters and OOMs see
 the graph's working set.
 """
@@ -22,6 +23,7 @@ from ..device.runtime import allocator, cached_host_view, wrap
 from .codegen import Program
 from .compile_log import LiveRecord, compile_log
 from .fusion import base_of
+from .host_call import HostCalls
 from .ir import Graph, TensorType, contiguous_strides
 from .schedule import Schedule
 from .text import constant_outputs
@@ -59,6 +61,7 @@ class Executable:
         out_bytes = sum(t.nbytes for o in graph.outputs if o is not None and (t := types.get(o.name)) is not None)
         self.scratch_bytes = max(0, schedule.peak_bytes - out_bytes)
         self.constant_outputs = constant_outputs(graph)  # Python numbers the graph returns, by position
+        self.host_calls = HostCalls(graph)  # CPU fallbacks inside the graph, charged as eager charges them
 
     def __call__(self, args: list[Any]) -> list[Any]:
         t0 = _perf()
@@ -73,8 +76,12 @@ class Executable:
         # cached host views: a training loop passes the same parameters every run (one view per geometry)
         hosts = [cached_host_view(a) if isinstance(a, _Tensor) and not a.is_cpu else a for a in args]
         scratch = allocator.malloc(self.scratch_bytes) if self.scratch_bytes else None
+        walls: list[float] = []
         try:
-            outs = self.program(hosts)
+            if self.host_calls:
+                outs, walls = self.host_calls.run(self.program, hosts)
+            else:
+                outs = self.program(hosts)
         finally:
             if scratch is not None:
                 allocator.free(scratch)
@@ -83,8 +90,11 @@ class Executable:
             for o, p in zip(outs, self.passthrough)
         ]
         wall = _perf() - t0
-        clocks.launch(self.launch_name, self.device_s, self.host_s, wall, kind="graph", detail=self)
-        placement_log.record(self.launch_name, "native", wall, self.device_s)
+        host_wall = sum(walls)  # the host calls' own wall goes to their fallback charges
+        clocks.launch(self.launch_name, self.device_s, self.host_s, wall - host_wall, kind="graph", detail=self)
+        placement_log.record(self.launch_name, "native", wall - host_wall, self.device_s)
+        if self.host_calls:
+            self.host_calls.charge(walls)
         self._count(wall)
         return self._with_constants(result)
 
@@ -116,6 +126,8 @@ class Executable:
         wall = _perf() - t0
         clocks.launch(self.launch_name, self.device_s, self.host_s, wall, kind="graph", detail=self)
         placement_log.record(self.launch_name, "native", wall, self.device_s)
+        if self.host_calls:
+            self.host_calls.charge()  # the same modeled charges; nothing ran, so no wall
         self._count(wall)
         return self._with_constants(outs)
 

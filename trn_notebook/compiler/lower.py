@@ -19,6 +19,15 @@ import torch.fx
 
 from ..device.registry import memory_format_error
 from ..device.source_lines import SourceLine, is_user_file, source_line
+from .host_call import (
+    HOST_CALL,
+    HOST_EFFECT,
+    DataDependentShapeError,
+    UnsupportedOpError,
+    data_dependent_error,
+    lowering_of,
+    qualified,
+)
 from .ir import DTYPE_NAMES, DType, Graph, IRError, Node, Ref, TensorType
 from .kernel_call import entry_for
 from .ops import LOWERINGS
@@ -69,6 +78,10 @@ def _type_of(val: Any, what: str) -> TensorType | None:
         return None
     if isinstance(val, torch.Tensor):
         if any(not isinstance(s, int) for s in val.shape):
+            from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+
+            if free_unbacked_symbols(val):  # a size only the data decides (nonzero, boolean masks, unique)
+                raise data_dependent_error(what, "")
             raise LoweringError(
                 f"{what} has a symbolic shape {tuple(val.shape)}: the neuron compiler needs static shapes; "
                 "pad inputs to fixed sizes with trn_notebook.bucketed(...) instead of dynamic=True"
@@ -78,6 +91,8 @@ def _type_of(val: Any, what: str) -> TensorType | None:
         if val.dtype not in DTYPE_NAMES:
             raise LoweringError(f"{what} has dtype {val.dtype}, which the neuron compiler does not support")
         return TensorType.of(val)
+    if isinstance(val, torch.SymInt | torch.SymFloat | torch.SymBool):  # a tensor's value read into a size (.item())
+        raise data_dependent_error(f"{what} (a tensor value read as a Python number, {val!r})", "")
     raise LoweringError(f"{what} produces a {type(val).__name__} ({val!r}); only tensor results compile for neuron")
 
 
@@ -120,6 +135,8 @@ class _Lowerer:
             src, idx = node.args
             self.env[node] = self.env[src][idx]
             return None
+        if target is torch.ops.higher_order.with_effects:  # an effectful op (a check that may raise) with its token
+            return self.effect(node)
         op = LOWERINGS.get(target)
         kernel = entry_for(target) if op is None else None
         prefix: tuple[Any, ...] = ()
@@ -128,6 +145,14 @@ class _Lowerer:
         elif op is None and isinstance(target, torch._ops.OpOverload) and target.namespace not in ("aten", "prims"):
             op = "custom_call"  # another torch.library custom op runs as a library call of the runtime
             prefix = (f"{target.namespace}.{target._opname}.{target._overloadname}",)
+        elif op is None:
+            try:  # a CPU fallback of eager runs on the graph's host; a native pointwise op with no record
+                op = lowering_of(target)
+            except DataDependentShapeError:
+                raise data_dependent_error(str(target), str(user_source(node) or "")) from None
+            except UnsupportedOpError as exc:
+                raise LoweringError(f"{exc} (user code: {user_source(node) or 'unknown'})") from None
+            prefix = (qualified(target),) if op is not None else ()
         if op is None:
             raise LoweringError(
                 f"the neuron compiler has no lowering for {target} (user code: {user_source(node) or 'unknown'}); "
@@ -159,6 +184,30 @@ class _Lowerer:
             outs = (self.fresh(),)
             self.env[node] = outs[0]
         return Node(outs, types, op, args, tuple(kwargs), user_source(node))
+
+    def effect(self, node: torch.fx.Node) -> Node:
+        """``with_effects(token, op, *args)``: ``host_effect('aten.op.overload', %token, ...)``, a host call that
+        returns the token (then the op's results), when eager runs ``op`` as a CPU fallback
+        (``_linalg_check_errors``, which raises for a singular matrix as eagerly); else :class:`LoweringError`."""
+        token, target, *rest = node.args
+        try:
+            host = lowering_of(target) == HOST_CALL
+        except (DataDependentShapeError, UnsupportedOpError):
+            host = False
+        if not host:
+            raise LoweringError(
+                f"the neuron compiler has no lowering for the effectful op {target} (user code: "
+                f"{user_source(node) or 'unknown'}); run this part eagerly (torch.compiler.disable)"
+            )
+        args = (qualified(target), self.const(token, node), *(self.const(a, node) for a in rest))
+        kwargs = tuple((k, self.const(v, node)) for k, v in node.kwargs.items())
+        val = node.meta.get("val")
+        vals = list(val) if isinstance(val, list | tuple) else [val]
+        vals += [None] * (2 - len(vals))  # (token, results...): always unpacked, at least two results
+        types = tuple(_type_of(v, f"{target}[{i}]") for i, v in enumerate(vals))
+        outs = tuple(self.fresh() if t is not None else "" for t in types)
+        self.env[node] = list(outs)
+        return Node(outs, types, HOST_EFFECT, args, kwargs, user_source(node))
 
 
 def _fetch_attr(gm: torch.nn.Module, target: str) -> Any:

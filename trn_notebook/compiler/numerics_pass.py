@@ -135,7 +135,11 @@ class _Rewriter:
 
     def node(self, n: Node) -> None:
         d = OPS.get(n.op)
-        if d is None or d.kind in ("view", "copy", "factory") or n.op in ("cast", "numerics_round", "numerics_check"):
+        if (
+            d is None
+            or d.kind in ("view", "copy", "factory", "host")
+            or n.op in ("cast", "numerics_round", "numerics_check")
+        ):
             self.nodes.append(n)
             return
         activation = _activation_ops().get(n.op)

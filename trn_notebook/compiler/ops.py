@@ -2,7 +2,8 @@
 
 Kinds drive the passes: ``view`` (no data moves), ``pointwise`` (fusible in chains), ``reduction``
 (a pointwise chain may fuse into it), ``matmul`` (TensorE), ``library`` (a hand-written kernel of
-the runtime: norms, softmax, pooling, gathers), ``copy`` (DMA) and ``factory``. ``core`` ops are
+the runtime: norms, softmax, pooling, gathers), ``copy`` (DMA), ``factory`` and ``host`` (a host call: a CPU
+fallback inside the graph, :mod:`.host_call`). ``core`` ops are
 what decomposition leaves; the others appear only between lowering and decomposition.
 Unknown names are rejected everywhere (lowering, parsing, codegen).
 
@@ -23,6 +24,7 @@ from ..device.numerics_ops import check_node, round_node
 from ..device.policy import registry
 from ..device.registry import IR_KINDS
 from .decompositions import DECOMPOSITIONS
+from .host_call import ATEN_POINTWISE, HOST_CALL, HOST_EFFECT, aten_pointwise, host_call, host_effect
 from .kernel_call import kernel_call
 from .namespaces import is_user_namespace
 
@@ -111,7 +113,15 @@ OPS["numerics_round"] = OpDef("numerics_round", "pointwise", round_node)
 # The ScalarE valid-range check of an activation's input (trainium graphs only): returns its input, a view
 # (no cost, no bytes: a simulator check, not a hardware instruction)
 OPS["numerics_check"] = OpDef("numerics_check", "view", check_node)
-IR_ONLY = frozenset({"kernel_call", "custom_call", "numerics_round", "numerics_check"})  # IR ops no ATen record defines
+# ATen ops with no lowering of their own (host_call.py): a CPU fallback of eager runs on the graph's host, charged
+# as eager charges it; a native pointwise op with no record is one pointwise node
+# host_call: random (RNG fallbacks are never merged by CSE); i64_index (the CPU kernel gets int64 indices, as eager)
+OPS[HOST_CALL] = OpDef(HOST_CALL, "host", host_call, random=True, i64_index=True)
+OPS[HOST_EFFECT] = OpDef(HOST_EFFECT, "host", host_effect, random=True, i64_index=True)
+OPS[ATEN_POINTWISE] = OpDef(ATEN_POINTWISE, "pointwise", aten_pointwise)
+IR_ONLY = frozenset(
+    {"kernel_call", "custom_call", "numerics_round", "numerics_check", HOST_CALL, HOST_EFFECT, ATEN_POINTWISE}
+)
 
 
 def _histc(x: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
@@ -148,7 +158,9 @@ def _custom_call(name: str, *args: Any, **kwargs: Any) -> Any:
 
 OPS["histc"] = OpDef("histc", "library", _histc, reduces=OPS["histc"].reduces)
 # A torch.library custom op (e.g. transformers::grouped_mm_fallback of MoE layers): a runtime library call.
-OPS["custom_call"] = OpDef("custom_call", "library", _custom_call, random=True)  # never merged by CSE
+# random: never merged by CSE; i64_index: the op gets int64 tensors as the user passed them (its own checks may
+# insist on int64 targets, e.g. torch's linear_cross_entropy custom op)
+OPS["custom_call"] = OpDef("custom_call", "library", _custom_call, random=True, i64_index=True)
 
 RANDOM_OPS = frozenset(name for name, d in OPS.items() if d.random)
 
@@ -169,6 +181,8 @@ def engine_of(kinds: set[str], transcendental: bool) -> str:
         return "none"
     if kinds & {"copy"} and kinds <= {"copy", "view"}:
         return "DMA"
+    if "host" in kinds:
+        return "host"  # a host call: the host CPU, charged as a CPU fallback when the graph runs
     if "library" in kinds:
         return "GpSimdE"
     if transcendental:

@@ -156,20 +156,21 @@ def legalize_dtypes(g: Graph) -> Graph:
     def fix(r: Ref) -> Ref:
         return Ref(rename.get(r.name, r.name))
 
+    def widen(a: Any, n: Node) -> Any:
+        if isinstance(a, Ref) and types.get(_orig(a.name, rename)) is not None:
+            arg_type = types[_orig(a.name, rename)]
+            if arg_type is not None and arg_type.dtype == "i64":
+                w = fresh()
+                nodes.append(Node((w,), (arg_type,), "cast", (a,), (("dtype", DType("i64")),), n.source))
+                return Ref(w)
+        return a
+
     for n in g.nodes:
         args = map_refs(n.args, fix)
-        if n.op in _NEEDS_I64:
-            widened = []
-            for a in args:
-                if isinstance(a, Ref) and types.get(_orig(a.name, rename)) is not None:
-                    arg_type = types[_orig(a.name, rename)]
-                    if arg_type is not None and arg_type.dtype == "i64":
-                        w = fresh()
-                        nodes.append(Node((w,), (arg_type,), "cast", (a,), (("dtype", DType("i64")),), n.source))
-                        a = Ref(w)
-                widened.append(a)
-            args = tuple(widened)
         kwargs = tuple((k, narrow_const(map_refs(v, fix))) for k, v in n.kwargs)
+        if n.op in _NEEDS_I64:  # index operands, positional or keyword (searchsorted's sorter=)
+            args = tuple(widen(a, n) for a in args)
+            kwargs = tuple((k, widen(v, n)) for k, v in kwargs)
         narrowed = tuple(_narrow(t) for t in n.types)
         if _infers_dtype(n, kwargs) and narrowed[0] is not None and narrowed[0] != n.types[0]:
             # arange(5) / full(s, 1) pick int64 from their Python arguments: say the 32-bit dtype the IR declares

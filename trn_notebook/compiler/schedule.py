@@ -48,9 +48,9 @@ class Schedule:
             if k.engine == "none":
                 continue
             ops = ", ".join(k.ops) if len(k.ops) <= 8 else ", ".join(k.ops[:7]) + f", … ({len(k.ops)} ops)"
+            modeled = "  on host" if k.engine == "host" else f"{k.device_s * 1e6:>10.1f}µs"
             lines.append(
-                f"k{k.index:<7}{k.engine:<9}{fmt_bytes(k.bytes_in):>10}{fmt_bytes(k.bytes_out):>10}"
-                f"{k.device_s * 1e6:>10.1f}µs  {ops}"
+                f"k{k.index:<7}{k.engine:<9}{fmt_bytes(k.bytes_in):>10}{fmt_bytes(k.bytes_out):>10}{modeled:>12}  {ops}"
             )
         lines.append(
             f"total: {len([k for k in self.kernels if k.engine != 'none'])} kernels ({self.fused_kernels} fused), "
@@ -124,7 +124,7 @@ def build_schedule(g: Graph) -> Schedule:
         if any(n.op == "kernel_call" for n in members):  # a custom tile kernel: its own modeled time
             engine = "NKI"
             device_s = consts.kernel_in_graph_s + sum(node_seconds(n, types) for n in members if n.op == "kernel_call")
-        elif engine == "none":
+        elif engine in ("none", "host"):  # a host call is charged as a CPU fallback when the graph runs
             device_s = 0.0
         else:
             roof = costmodel.roofline_seconds(chip, flops, nbytes_in + written, DTYPES[dtype])
@@ -137,7 +137,7 @@ def build_schedule(g: Graph) -> Schedule:
 
 
 def _eager_node_s(n: Node, types: dict[str, TensorType | None], base: dict[str, str], chip, consts) -> float:
-    if OPS[n.op].kind == "view":
+    if OPS[n.op].kind in ("view", "host"):  # a host call is no device time in eager either (a CPU fallback)
         return 0.0
     if n.op == "kernel_call":
         return consts.eager_launch_s + node_seconds(n, types)

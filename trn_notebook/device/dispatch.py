@@ -24,9 +24,9 @@ from . import config as _config
 from . import costmodel
 from .accelerator_ops import no_cpu_kernel_error
 from .clocks import clocks
+from .fallback import NeuronFallbackWarning, charge_fallback, warn_once
 from .numerics import numerics as _numerics
 from .numerics_ops import call as _numerics_call
-from .op_table import RNG as EXPECTED_ON_HOST  # by design on the host: explained once, not warned
 from .placement import placement_log
 from .policy import REJECTED_DTYPES, policy
 from .registry import NATIVE_MEMORY_FORMATS, memory_format_error
@@ -37,10 +37,6 @@ _perf = time.perf_counter
 _Tensor = torch.Tensor
 _STRIDED = torch.strided
 _NUMBERS = (int, float, bool, complex)
-
-
-class NeuronFallbackWarning(UserWarning):
-    """Emitted once per op that falls back to the CPU."""
 
 
 class _Flags:
@@ -453,27 +449,10 @@ def _account_host(
     if category == "host_only":
         placement_log.record(name, "host_only", wall_s, 0.0)
         return
-    outs = _out_tensors(result)
-    out_bytes = 0
-    for o in outs:
-        out_bytes += o.nbytes
-    # cpu_fallback: the host waits for the device, copies inputs out, computes, copies results back.
-    if name not in _warned:
-        _warned.add(name)
-        # Random numbers come from the host generator in the simulator (TorchNeuron draws them on the
-        # device): not actionable by the user, so it is explained once (the device card), not warned about.
-        if not flags.formatting and info.reason != EXPECTED_ON_HOST:
-            where = user_frame() or ("<unknown>", 0)
-            warnings.warn_explicit(
-                f"Operator 'aten::{name}' fell back to CPU", NeuronFallbackWarning, where[0], where[1], "trn_notebook"
-            )
-    clocks.sync(f"fallback aten::{name}")
-    # Its modeled cost is the copies both ways plus the modeled host compute (never a measured time,
-    # which includes first-call warm-up and depends on the laptop).
-    moved = costmodel.transfer_seconds(in_bytes) + costmodel.transfer_seconds(out_bytes)
-    modeled = costmodel.fallback_seconds(name, [h for h, _ in pairs], outs)
-    clocks.host_work(name, modeled, wall_s, {"fallback": True, "copy_s": moved, "h2d": out_bytes, "d2h": in_bytes})
-    placement_log.record(name, "cpu_fallback", wall_s, modeled, h2d=out_bytes, d2h=in_bytes)
+    # cpu_fallback: the host waits for the device, copies inputs out, computes, copies results back (one charge,
+    # shared with the compiler's host calls: fallback.py)
+    warn_once(info.name, info.reason, bool(flags.formatting))
+    charge_fallback(info.name, [h for h, _ in pairs], _out_tensors(result), wall_s)
 
 
 @contextlib.contextmanager

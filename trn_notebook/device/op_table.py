@@ -100,7 +100,7 @@ RECORDS = (
     # -- native kernels that are neither pointwise nor reductions by tag ---------------------------
     op("_adaptive_avg_pool2d", NATIVE, ir="adaptive_avg_pool2d", kind=LIBRARY),
     op("_adaptive_avg_pool2d_backward", NATIVE, ir="adaptive_avg_pool2d_backward", kind=LIBRARY),
-    op("adaptive_max_pool2d", NATIVE, direct=("default",)),  # direct: see the upsample records below
+    op("adaptive_max_pool2d", NATIVE, direct=("default",), ir="adaptive_max_pool2d", kind=LIBRARY),  # direct: see below
     op("addbmm", NATIVE, flops=MATMUL, autocast=LOWER),
     op("addmm", NATIVE, flops=MATMUL, autocast=LOWER, direct=("default",), ir="addmm", kind=MATMUL_K),
     op("_addmm_activation", NATIVE, flops=MATMUL),
@@ -127,7 +127,7 @@ RECORDS = (
     op("copy", NATIVE, ir="copy", kind=COPY),
     op("_copy_from", NATIVE),
     op("_copy_from_and_resize", NATIVE),
-    op("cumprod", NATIVE),
+    op("cumprod", NATIVE, ir="cumprod", kind=REDUCTION, int_to_i64=True),
     op("cumsum", NATIVE, autocast=FP32, ir="cumsum", kind=REDUCTION, int_to_i64=True),
     op("dot", NATIVE),
     op("elu_backward", NATIVE, ir="elu_backward", kind=POINTWISE),
@@ -185,7 +185,7 @@ RECORDS = (
     op("mv", NATIVE, autocast=LOWER),
     op("native_batch_norm", NATIVE),
     op("native_batch_norm_backward", NATIVE, ir="batch_norm_backward", kind=LIBRARY),
-    op("_native_batch_norm_legit", NATIVE),
+    op("_native_batch_norm_legit", NATIVE, ir={"no_stats": "batch_norm_no_stats"}, kind=LIBRARY, reduces=True),
     op("_native_batch_norm_legit_functional", NATIVE, ir="batch_norm", kind=LIBRARY, reduces=True),
     op("_native_batch_norm_legit_no_training", NATIVE, ir="batch_norm_no_training", kind=LIBRARY, reduces=True),
     op("native_group_norm", NATIVE, direct=("default",), ir="group_norm", kind=LIBRARY, reduces=True),
@@ -225,7 +225,7 @@ RECORDS = (
     ),
     op("scatter", NATIVE, ir="scatter", over="*", kind=LIBRARY, i64_index=True),
     op("scatter_add", NATIVE, ir="scatter_add", kind=LIBRARY, i64_index=True, numerics=SCATTER),
-    op("scatter_reduce", NATIVE, numerics=SCATTER),
+    op("scatter_reduce", NATIVE, numerics=SCATTER, ir="scatter_reduce", over="two", kind=LIBRARY, i64_index=True),
     op("sigmoid_backward", NATIVE, ir="sigmoid_backward", kind=POINTWISE),
     op("silu_backward", NATIVE, direct=("default",), ir="silu_backward", kind=POINTWISE, trans=True),
     op("_softmax", NATIVE, direct=("default",), ir="softmax", kind=REDUCTION, trans=True),

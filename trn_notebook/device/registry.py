@@ -56,7 +56,7 @@ NumericsClass = Literal["matmul", "elementwise", "reduction", "activation", "sca
 NUMERICS_CLASSES: tuple[NumericsClass, ...] = (
     "matmul", "elementwise", "reduction", "activation", "scatter", "integer", "movement", "host",
 )  # fmt: skip
-IR_KINDS = ("view", "pointwise", "reduction", "matmul", "library", "copy", "factory")
+IR_KINDS = ("view", "pointwise", "reduction", "matmul", "library", "copy", "factory", "host")  # host: a host call
 
 # Native dtypes of the device kernels; 64-bit integers are accepted (indices) and modeled as 32-bit.
 NATIVE_DTYPES = frozenset(
