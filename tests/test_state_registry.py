@@ -113,6 +113,7 @@ CONSTANTS: dict[str, str] = {
     "zoo/specs.py:_VIT": "model-zoo config fragments",
     "zoo/stages.py:STAGE_TITLES": "zoo stage titles",
     "zoo/dry.py:DRY_TITLES": "dry stage titles",
+    "zoo/dry.py:DRY_DIFFERENCES": "(model, stage) -> why its dry and real figures differ, a fixed table",
     "zoo/dry_table.py:_SHORT": "short names of the memory categories in the docs table",
     "zoo/stages.py:TOLERANCES": "zoo comparison tolerances (per dtype)",
     "zoo/table.py:EXPLANATIONS": "zoo table explanations",

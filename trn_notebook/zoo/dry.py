@@ -284,3 +284,45 @@ def run_dry(
                 progress(result, stage)
         out.append(result)
     return out
+
+
+# Where a zoo model at tiny size gives different dry and real figures (eager forward and training step, the
+# survey of every zoo model; the compiled stages were compared for gpt2 and llama only), and why. The test
+# (tests/dryrun/test_truth.py) asserts each listed one still differs or fails, so a fixed one must leave the list;
+# docs/models.md shows it. "inherent": the model reads device values on the host, which a dry run does not have
+# (it stands in values, and the stand-in picks other shapes or another branch).
+_ROUTING = (
+    "inherent: MoE routing read on the host (transformers' grouped_mm fallback for float32 weights reads the "
+    "per-expert token offsets with offs.tolist(), a host sync); the dry run's stand-in offsets give the expert "
+    "mm other shapes (same calls, modeled mm time off by < 0.01%) and, in training, other clones and allocations"
+)
+_MASK_READ = (
+    "inherent: a value read on the host picks the attention-mask branch; the real run reads once, the dry run's "
+    "stand-in takes the other branch, which reads again and builds the mask (+1 sync, +19 launches)"
+)
+_CTC = (
+    "inherent: aten::_ctc_loss's output shape depends on the labels' values (a host sync on the device); the dry "
+    "run stops there with a DryRunError naming transformers/loss/loss_ctc.py"
+)
+_NOT_ALLOCATED = (
+    "not yet fixed (a dry-path bug): a C++ composite fails under the dry run with 'data is not allocated' "
+    "(bloom: aten.repeat of ALiBi's slopes, its copy_ into an unfolded view; the op of the others not identified)"
+)
+DRY_DIFFERENCES: dict[tuple[str, str], str] = {
+    **{(m, "*"): _ROUTING for m in ("mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "granitemoe")},
+    **{(m, "*"): _ROUTING for m in ("deepseek_v3", "deepseek_v2")},
+    **{(m, "*"): _MASK_READ for m in ("bart", "mbart", "pegasus", "marian")},
+    **{(m, "*"): _CTC for m in ("wav2vec2", "hubert")},
+    **{(m, "*"): _NOT_ALLOCATED for m in ("bloom", "whisper", "wavlm")},
+    ("beit", "*"): "not yet fixed: FakeTensorDeviceMismatchError, a host tensor meets a neuron one in the dry run "
+    "only (its relative position bias)",
+    ("deberta_v2", "*"): "not yet explained: one more allocation dry (same bytes, peaks, time and ops)",
+    ("t5", "train"): "not yet explained: 4 gradient additions run out of place dry (add) and in place real (add_), "
+    "+4 allocations, same peaks (likely autograd's accumulation of the shared embedding's gradient, whose "
+    "in-place rule reads the tensor's use count)",
+    ("swin", "train"): "not yet explained: 2 add_ real run as add dry, +5 clones, +7 allocations",
+    ("resnet", "forward"): "not yet explained: batch norm allocates 12 more blocks dry (peak +512 B)",
+    ("regnet", "forward"): "not yet explained: batch norm allocates 18 more blocks dry (peak +512 B)",
+    ("convnext", "train"): "not yet explained: one copy_ real is a clone dry (same time to 1e-8 s)",
+    ("convnextv2", "train"): "not yet explained: one copy_ real is a clone dry (same time to 1e-8 s)",
+}

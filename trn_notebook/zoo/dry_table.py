@@ -7,7 +7,7 @@ import platform
 import torch
 
 from ..presentation import fmt_bytes, fmt_s
-from .dry import CHIP, DRY_STAGES, DRY_TITLES, LNC, DryCard, chips_needed
+from .dry import CHIP, DRY_DIFFERENCES, DRY_STAGES, DRY_TITLES, LNC, DryCard, chips_needed
 
 BEGIN = "<!-- dry stage: begin (python -m trn_notebook.zoo --dry) -->"
 END = "<!-- dry stage: end -->"
@@ -68,7 +68,17 @@ def dry_markdown(cards: list[DryCard], command: str, note: str = "") -> str:
                 f"{s.ops} / {s.fallbacks} / {s.value_reads} | {graphs} | {s.wall_s:.0f} s | {s.rss_mb:.0f} MB |"
             )
         lines.append("")
-    lines.append(END)
+    lines += [
+        "### Truth of the dry figures at tiny size",
+        "",
+        "`tests/dryrun/test_truth.py` runs each zoo model at tiny size for real on the simulator and then under "
+        "`dryrun()` and compares placement per op, modeled clocks and every allocator figure (the quick subset in "
+        "CI; the whole zoo with `TRN_TRUTH_ALL=1`). Every model and stage gives identical figures except:",
+        "",
+    ]
+    for (model, stage), why in sorted(DRY_DIFFERENCES.items()):
+        lines.append(f"- **{model}** ({'every stage' if stage == '*' else stage}): {why}.")
+    lines += ["", END]
     return "\n".join(lines) + "\n"
 
 
