@@ -44,6 +44,7 @@ def test_dry_stage_on_a_small_card(tiny_card: DryCard) -> None:
         _check(stage, s)
     st = tiny_card.stages
     assert "optimizer state" in st["train"].by_category and "optimizer state" not in st["forward"].by_category
+    assert "gradients" in st["train"].by_category  # the step keeps its gradients: the peak names them
     assert st["train"].peak_phase in ("forward", "backward", "optimizer")
     # one decode token costs less modeled time than a forward over the whole sequence
     assert st["decode"].step_s < st["forward"].step_s

@@ -213,8 +213,7 @@ def _workload(run: Any, fn: Any, kind: str, work: DryWorkload, opt: Any, clocks:
         with run.phase("backward"):
             loss.backward()
         with run.phase("optimizer"):
-            opt.step()
-            opt.zero_grad(set_to_none=True)
+            opt.step()  # no zero_grad: the gradients stay attached, so the peak's categories name them
         del loss
     clocks.sync(f"end of the {kind} step")
     end = clocks.snapshot()
