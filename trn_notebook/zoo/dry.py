@@ -291,9 +291,10 @@ def run_dry(
 # docs/models.md shows it. "inherent": the model reads device values on the host, which a dry run does not have
 # (it stands in values, and the stand-in picks other shapes or another branch).
 _ROUTING = (
-    "inherent: MoE routing read on the host (transformers' grouped_mm fallback for float32 weights reads the "
-    "per-expert token offsets with offs.tolist(), a host sync); the dry run's stand-in offsets give the expert "
-    "mm other shapes (same calls, modeled mm time off by < 0.01%) and, in training, other clones and allocations"
+    "inherent: MoE routing read on the host (torch's composite aten::_grouped_mm, which neuron runs for want of a "
+    "kernel of its own, reads the per-expert token offsets on the host and runs one mm per expert); the dry run's "
+    "stand-in offsets give the expert mm other shapes (same calls, modeled mm time off by < 0.01% at this size) "
+    "and, in training, other clones and allocations"
 )
 _MASK_READ = (
     "inherent: a value read on the host picks the attention-mask branch; the real run reads once, the dry run's "

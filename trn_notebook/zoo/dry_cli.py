@@ -53,10 +53,10 @@ def dry_main(args: argparse.Namespace, argv: list[str] | None, parser: argparse.
         except ValueError as exc:
             parser.error(str(exc))
     print(f"cards: {len(cards)} ({time.perf_counter() - t0:.0f} s)")
-    if args.json and not args.from_json:
+    if args.json:  # with --from-json: the merged results
         with open(args.json, "w", encoding="utf-8") as fh:
             json.dump([c.to_json() for c in cards], fh, indent=1)
-        if os.path.exists(args.json + ".partial"):
+        if not args.from_json and os.path.exists(args.json + ".partial"):
             os.remove(args.json + ".partial")
     if args.out:
         command = "python -m trn_notebook.zoo " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))

@@ -38,11 +38,13 @@ def dry_markdown(cards: list[DryCard], command: str, note: str = "") -> str:
         f"chips ≥ = the peak over one {CHIP}'s HBM, a lower bound if the job could be split perfectly. **Wall and RSS "
         "are measured** here for the dry run itself (machine load in the command note).",
         "",
-        "Read with care: **MoE cards** (Mixtral, DeepSeek-V3): `grouped_mm` on `neuron` reads the per-expert token "
-        "offsets on the host (transformers/integrations/moe.py:379, counted under value reads); a dry run has no "
-        "routing and stands in 0 for them, so the experts' modeled time rests on stand-in offsets, not on a routing: "
-        "their step times are not validated (parameter and peak memory are shape facts). Every card: transformers' "
-        "packed-sequence check (masking_utils.py:761) is a value read whose stand-in (False) keeps the packed-sequence "
+        "Read with care: **MoE cards** (Mixtral, DeepSeek-V3): `neuron` has no `_grouped_mm` kernel, so torch's "
+        "composite runs it: it reads the per-expert token offsets on the host (transformers/integrations/moe.py:379, "
+        "counted under value reads) and runs one matmul per expert. A dry run has no routing and stands in 0 for the "
+        "offsets, so the experts' matmuls are charged as (nearly) empty: **the MoE step times leave out the routed "
+        "expert compute** (an underestimate); parameter, optimizer and peak memory are shape facts and hold. Every "
+        "card: transformers' packed-sequence check (masking_utils.py:761) is a value read whose stand-in (False) keeps "
+        "the packed-sequence "
         "mask a real run drops (a few MB of temporaries).",
         "",
     ]
