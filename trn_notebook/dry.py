@@ -72,12 +72,15 @@ class DryRun(Result):
             if self.ranks is not None:
                 self.ranks.stop()
             raise
+        self._eager_view = _transformers_eager_path(self._session.fake_mode)
+        self._eager_view.__enter__()
         if self._categories is not None:
             self._categories.__enter__()
         return self
 
     def __exit__(self, tp: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         try:
+            self._eager_view.__exit__(tp, exc, tb)
             if self._categories is not None:
                 self._categories.__exit__(tp, exc, tb)
                 self.by_category = self._categories.breakdown()  # before real tensors come back to moved models
@@ -223,6 +226,34 @@ class DryRun(Result):
     def parts(self) -> list[Result]:
         """The one rendering of a dry run (``repr``, ``_repr_html_`` and ``%%trn dryrun`` all show it)."""
         return [Preformatted("", self.summary())]
+
+
+@contextmanager
+def _transformers_eager_path(fake_mode: Any) -> Iterator[None]:
+    """Inside a dry run, ``transformers`` runs the code a real run on ``neuron`` runs.
+
+    ``transformers.utils.import_utils.is_tracing(t)`` is True for any ``FakeTensor``, and then the models take
+    their tracing path (masks built where eager skips them, no host-sync checks): a dry run's shape-only
+    tensors would run other ops than the real run charges (bert: one extra host-to-device copy). While the run
+    is active the session's own shape-only tensors are not "fake" to ``transformers``; dynamo's fakes (a
+    ``torch.compile`` inside the run) still are, and compiling is tracing anyway. A no-op without ``transformers``.
+    """
+    import sys
+
+    iu = sys.modules.get("transformers.utils.import_utils")
+    original = getattr(iu, "is_fake_tensor", None)
+    if iu is None or original is None:
+        yield
+        return
+
+    def is_fake_tensor(x: Any) -> bool:
+        return bool(original(x)) and getattr(x, "fake_mode", None) is not fake_mode
+
+    iu.is_fake_tensor = is_fake_tensor  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        iu.is_fake_tensor = original  # type: ignore[attr-defined]
 
 
 def dryrun(

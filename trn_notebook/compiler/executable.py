@@ -109,7 +109,7 @@ class Executable:
         buffers: dict[str, torch.Tensor] = {}
         # the graph's scratch arena is held while it runs; its outputs are adopted afterwards, as wrap() does
         if self.scratch_bytes:
-            session.allocator.free(session.allocator.malloc(self.scratch_bytes))
+            session.tracker.hold_scratch(self.scratch_bytes)
         outs: list[Any] = []
         for o, p in zip(self.graph.outputs, self.passthrough):
             t = None if o is None else types.get(o.name)

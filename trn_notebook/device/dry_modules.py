@@ -54,6 +54,13 @@ class ModuleRestorer:
             if depth == 0:
                 restorer.remember(module)
             memo = restorer._converted
+            if recurse:  # children first, as torch does, so a weight tied to a child's is seen converted below
+                restorer._depth.n = depth + 1
+                try:
+                    for child in module.children():
+                        child._apply(fn)
+                finally:
+                    restorer._depth.n = depth
             params = module._parameters
             order = list(params)
             # A tied weight already converted under another module: kept out of this conversion (the
@@ -67,7 +74,7 @@ class ModuleRestorer:
             before = dict(params)
             restorer._depth.n = depth + 1
             try:
-                out = original(module, fn, recurse)
+                out = original(module, fn, False)
             finally:
                 restorer._depth.n = depth
                 if tied:

@@ -81,6 +81,19 @@ class StorageTracker:
         """Take the peak's live set if the peak is the current state (call before reading :attr:`peak_live`)."""
         self._before_free()
 
+    def hold_scratch(self, nbytes: int) -> None:
+        """A compiled graph's scratch arena: a block held while the graph runs, then freed (no storage owns it).
+
+        When it sets a new allocated peak, the peak's live set includes it (under an identity of its own,
+        unlabelled: a temporary), so the categories still sum to the peak. Raises ``OutOfDeviceMemory``.
+        """
+        block = self.allocator.malloc(nbytes)
+        self._grew()
+        if self._dirty:
+            self._before_free()
+            self.peak_live[(-1, -1)] = block.size
+        self.allocator.free(block)
+
     def track(self, t: torch.Tensor) -> None:
         """Give ``t``'s storage a block if it has none yet (a new result); raises ``OutOfDeviceMemory``."""
         st = t.untyped_storage()

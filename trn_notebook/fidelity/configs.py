@@ -21,7 +21,7 @@ class ModelSpec:
     """A model the ledger walks: how to build its config, and the facts the layout model needs."""
 
     name: str
-    family: str  # llama, qwen3_5, qwen3_5_moe, afmoe, deepseek_v3
+    family: str  # llama, mixtral, qwen3, qwen3_5, qwen3_5_moe, afmoe, deepseek_v3
     params: dict[str, Any]
     source: str
     approximation: str = ""
@@ -60,7 +60,7 @@ class ModelSpec:
         """True for mixture-of-experts models."""
         if self.family == "auto":
             return any(self.params.get(k) for k in ("num_experts", "n_routed_experts", "num_local_experts"))
-        return self.family in ("qwen3_5_moe", "afmoe", "deepseek_v3")
+        return self.family in ("mixtral", "qwen3_5_moe", "afmoe", "deepseek_v3")
 
     def is_replicated(self, param_name: str) -> bool:
         """Whether NxD Inference keeps this parameter whole on every TP rank: the spec's ``replicated``
@@ -88,6 +88,18 @@ def _llama(p: dict[str, Any]) -> Any:
     from transformers import LlamaConfig
 
     return LlamaConfig(**p)
+
+
+def _mixtral(p: dict[str, Any]) -> Any:
+    from transformers import MixtralConfig
+
+    return MixtralConfig(**p)
+
+
+def _qwen3(p: dict[str, Any]) -> Any:
+    from transformers import Qwen3Config
+
+    return Qwen3Config(**p)
 
 
 def _qwen3_5(p: dict[str, Any]) -> Any:
@@ -126,6 +138,8 @@ ROUTER = r"\.mlp\.(gate|router)(\.gate|\.linear)?\.weight$"  # the MoE router's 
 _BUILDERS: dict[str, Callable[[dict[str, Any]], Any]] = {
     "auto": _auto,
     "llama": _llama,
+    "mixtral": _mixtral,
+    "qwen3": _qwen3,
     "qwen3_5": _qwen3_5,
     "qwen3_5_moe": _qwen3_5_moe,
     "afmoe": _afmoe,
@@ -149,6 +163,22 @@ LLAMA_70B = ModelSpec(
     | {"hidden_size": 8192, "intermediate_size": 28672, "num_hidden_layers": 80, "num_attention_heads": 64}
     | {"num_key_value_heads": 8},
     "meta-llama/Llama-3.3-70B-Instruct config.json (published dimensions)",
+)
+MIXTRAL_8X7B = ModelSpec(
+    "Mixtral-8x7B",
+    "mixtral",
+    {"vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32}
+    | {"num_attention_heads": 32, "num_key_value_heads": 8, "num_local_experts": 8, "num_experts_per_tok": 2}
+    | {"rope_theta": 1000000.0, "max_position_embeddings": 32768, "sliding_window": None},
+    "mistralai/Mixtral-8x7B-v0.1 config.json (published dimensions)",
+)
+QWEN3_32B = ModelSpec(
+    "Qwen3-32B",
+    "qwen3",
+    {"vocab_size": 151936, "hidden_size": 5120, "intermediate_size": 25600, "num_hidden_layers": 64}
+    | {"num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 128, "rope_theta": 1000000.0}
+    | {"max_position_embeddings": 40960, "tie_word_embeddings": False},
+    "Qwen/Qwen3-32B config.json (published dimensions)",
 )
 # DeepSeek-V3's published dimensions are transformers' DeepseekV3Config defaults (its docstring names
 # deepseek-ai/DeepSeek-V3); listed here so the row states them.
