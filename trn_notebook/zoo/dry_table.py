@@ -6,7 +6,7 @@ import platform
 
 import torch
 
-from ..presentation import fmt_bytes, fmt_s
+from ..display.format import fmt_bytes, fmt_s
 from .dry import CHIP, DRY_DIFFERENCES, DRY_STAGES, DRY_TITLES, LNC, DryCard, chips_needed
 
 BEGIN = "<!-- dry stage: begin (python -m trn_notebook.zoo --dry) -->"
