@@ -13,6 +13,7 @@ from torch import nn
 
 import trn_notebook
 from trn_notebook.device.clocks import clocks
+from trn_notebook.display.format import fmt_ratio, fmt_s
 
 
 def run(steps: int = 3, seed: int = 0) -> dict[str, object]:
@@ -48,11 +49,11 @@ def main(argv: list[str] | None = None) -> None:
     print(f"device: {torch.neuron.get_device_name()}  ({torch.neuron.device_count()} devices)")
     losses = result["losses"]
     assert isinstance(losses, list)
-    print("losses:", ", ".join(f"{v:.4f}" for v in losses))
+    print("losses:", ", ".join(fmt_ratio(v) for v in losses))
     print("op calls by placement:", summary["calls"])
     print("fallback ops:", trn_notebook.get_fallback_ops() or "none")
     c = clocks.snapshot()
-    print(f"modeled device time: {c.sim_device_s * 1e3:.2f} ms; sync points: {c.sync_points}")
+    print(f"modeled device time: {fmt_s(c.sim_device_s)}; sync points: {c.sync_points}")
     print(torch.neuron.memory_summary())
 
 

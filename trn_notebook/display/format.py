@@ -126,3 +126,13 @@ def fmt_ratio(value: float) -> str:
 def fmt_share(value: float) -> str:
     """A share in [0, 1] as a percentage with one decimal: ``28.1%``."""
     return f"{100.0 * value:.1f}%"
+
+
+def fmt_speedup(value: float) -> str:
+    """A speed-up (one time over another) with two decimals: ``2.10x``; ``inf`` when the divisor was 0."""
+    return "inf" if value == float("inf") else f"{value:.2f}x"
+
+
+def fmt_rate(per_s: float, unit: str) -> str:
+    """A throughput with one decimal and its unit per second: ``184.4 tokens/s``, ``12.0 samples/s``."""
+    return f"{per_s:.1f} {unit}/s"

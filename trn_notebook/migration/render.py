@@ -10,7 +10,7 @@ from typing import Any
 import torch
 
 from .. import state as _state
-from ..display.format import fmt_compile, plural
+from ..display.format import fmt_compile, fmt_rate, fmt_ratio, plural
 from ..display.results import Result, Table, fmt_bytes, fmt_s
 from .evidence import NOT_MEASURED, Evidence, collect_evidence
 
@@ -63,8 +63,8 @@ def _plumbing(ev: Evidence) -> str:
         n = ev.numerics
         return (
             f"FP32 check {'within' if n['passed'] else 'OUTSIDE'} tolerance: max |device - CPU fp32| = "
-            f"{n['device_vs_cpu_fp32_max_abs']:.3g} with {n['tolerance']}; CPU bf16 vs CPU fp32 (precision noise "
-            f"floor) = {n['cpu_bf16_vs_cpu_fp32_max_abs']:.3g}"
+            f"{fmt_ratio(n['device_vs_cpu_fp32_max_abs'])} with {n['tolerance']}; CPU bf16 vs CPU fp32 (precision noise "
+            f"floor) = {fmt_ratio(n['cpu_bf16_vs_cpu_fp32_max_abs'])}"
         )
     if "numerics" in ev.skipped:
         return f"numerical check could not run: {ev.skipped['numerics']}"
@@ -183,7 +183,7 @@ class MigrationReport(Result):
                 f"p50 modeled device time {_ms(lat['modeled_device_p50_s'])}"
             )
             if lat.get("throughput_per_s_modeled"):
-                speed += f"; modeled throughput {lat['throughput_per_s_modeled']:.1f} samples/s"
+                speed += f"; modeled throughput {fmt_rate(lat['throughput_per_s_modeled'], 'samples')}"
         elif "latency" in ev.skipped:
             speed = f"latency/throughput could not run: {ev.skipped['latency']}"
         else:

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from ..aws_ratio import NumericsRatio, numerics_ratio
-from .costmodel import fmt_seconds
+from ..display.format import fmt_ratio, fmt_s, fmt_speedup
 from .jit import Kernel, as_kernel
 from .report import KernelReport
 
@@ -71,14 +71,14 @@ class CheckResult:
         for i, o in enumerate(self.outputs):
             bad = sum(sum(r) for r in o.bad)
             lines.append(
-                f"  output {i} {o.shape}: max |error| {o.worst:.3g}; {bad} of {sum(map(len, o.bad))} tiles out of tolerance"
+                f"  output {i} {o.shape}: max |error| {fmt_ratio(o.worst)}; {bad} of {sum(map(len, o.bad))} tiles out of tolerance"
             )
             ratio = self.ratios[i] if i < len(self.ratios) else None
             if ratio is not None:
                 lines.append(f"    {ratio.label()}")
         lines.append(
-            f"  modeled: kernel {fmt_seconds(self.kernel_s)} vs reference ops {fmt_seconds(self.reference_s)} "
-            f"on the device ({self.speedup:.2f}x)"
+            f"  modeled: kernel {fmt_s(self.kernel_s)} vs reference ops {fmt_s(self.reference_s)} "
+            f"on the device ({fmt_speedup(self.speedup)})"
         )
         return "\n".join(lines + [f"  note: {n}" for n in self.notes])
 
@@ -95,7 +95,7 @@ class CheckResult:
             for e, b in zip(errs, bads):
                 shade = 0 if not math.isfinite(e) else int(200 * (1 - min(1.0, e / top)))
                 color = "#d62728" if b else f"rgb({shade},{230},{shade})"
-                cells.append(f'<td title="{e:.3g}" style="background:{color};width:18px;height:14px"></td>')
+                cells.append(f'<td title="{fmt_ratio(e)}" style="background:{color};width:18px;height:14px"></td>')
             rows.append(f"<tr><th style='font-size:9px'>{r * o.tile[0]}</th>{''.join(cells)}</tr>")
         return (
             f"<div><small>max |error| per {o.tile[0]}x{o.tile[1]} tile of output {index} {o.shape} "

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -342,10 +341,3 @@ def replace_spec(spec: CoreSpec, **changes: float | int) -> CoreSpec:
 def utilisation(busy: dict[str, float], total: float) -> dict[str, float]:
     """Busy fraction of each lane over the kernel's modeled time."""
     return {k: (v / total if total > 0 else 0.0) for k, v in busy.items()}
-
-
-def fmt_seconds(s: float) -> str:
-    """``12.3 µs`` / ``4.56 ms`` formatting."""
-    if s >= 1e-3:
-        return f"{s * 1e3:.3g} ms"
-    return f"{s * 1e6:.3g} µs" if not math.isnan(s) else "nan"

@@ -5,7 +5,8 @@ from __future__ import annotations
 import html
 from dataclasses import dataclass, field
 
-from .costmodel import ENGINES, Record, fmt_seconds
+from ..display.format import fmt_bytes, fmt_s, fmt_share
+from .costmodel import ENGINES, Record
 
 LANES = (*ENGINES, "DMA")
 _COLORS = {"TensorE": "#4e79a7", "VectorE": "#59a14f", "ScalarE": "#f28e2b", "GpSimdE": "#b07aa1", "DMA": "#9c755f"}
@@ -41,12 +42,12 @@ class KernelReport:
 
     def text(self) -> str:
         """A short plain-text summary."""
-        util = ", ".join(f"{k} {v:.0%}" for k, v in self.utilisation.items())
+        util = ", ".join(f"{k} {fmt_share(v)}" for k, v in self.utilisation.items())
         count = sum(self.instructions.values())
         return (
-            f"{self.kernel} on {self.core}: modeled {fmt_seconds(self.modeled_s)} ({count} instructions"
+            f"{self.kernel} on {self.core}: modeled {fmt_s(self.modeled_s)} ({count} instructions"
             f"{f', {self.programs} programs' if self.programs > 1 else ''}); utilisation {util}; "
-            f"SBUF peak {self.sbuf_peak_bytes / 1024:.1f}/{self.sbuf_capacity_bytes / 1024:.0f} KiB per partition, "
+            f"SBUF peak {fmt_bytes(self.sbuf_peak_bytes)} of {fmt_bytes(self.sbuf_capacity_bytes)} per partition, "
             f"PSUM peak {self.psum_peak_banks}/8 banks"
         )
 
@@ -75,25 +76,27 @@ class KernelReport:
             bars = "".join(
                 f'<rect x="{90 + r.start / total * width:.1f}" y="{i * 22 + 4}" '
                 f'width="{max(0.5, (r.end - r.start) / total * width):.1f}" height="14" fill="{_COLORS[lane]}">'
-                f"<title>{html.escape(r.name)} {html.escape(r.line)} {fmt_seconds(r.end - r.start)}</title></rect>"
+                f"<title>{html.escape(r.name)} {html.escape(r.line)} {fmt_s(r.end - r.start)}</title></rect>"
                 for r in recs
             )
-            label = f'<text x="0" y="{i * 22 + 15}" font-size="11">{lane} {self.utilisation[lane]:.0%}</text>'
+            label = f'<text x="0" y="{i * 22 + 15}" font-size="11">{lane} {fmt_share(self.utilisation[lane])}</text>'
             rows.append(label + bars)
         h = len(LANES) * 22 + 20
-        axis = f'<text x="90" y="{h - 2}" font-size="10">0</text><text x="{90 + width - 60}" y="{h - 2}" font-size="10">{fmt_seconds(total)}</text>'
+        axis = f'<text x="90" y="{h - 2}" font-size="10">0</text><text x="{90 + width - 60}" y="{h - 2}" font-size="10">{fmt_s(total)}</text>'
         svg = f'<svg width="{width + 100}" height="{h}" role="img" aria-label="modeled engine lanes">{"".join(rows)}{axis}</svg>'
         return (
             f"<div><b>{html.escape(self.kernel)}</b> — modeled engine lanes on {html.escape(self.core)}<br>{svg}</div>"
         )
 
     def _repr_html_(self) -> str:
+        util = self.utilisation
         table = "".join(
-            f"<tr><td>{r['lane']}</td><td>{r['instructions']}</td><td>{r['busy_us']:.2f}</td><td>{r['utilisation']:.0%}</td></tr>"
-            for r in self.rows()
+            f"<tr><td>{k}</td><td>{self.instructions.get(k, 0)}</td><td>{fmt_s(self.busy_s[k])}</td>"
+            f"<td>{fmt_share(util[k])}</td></tr>"
+            for k in LANES
         )
         return (
-            f"<p>{html.escape(self.text())}</p><table><tr><th>lane</th><th>instructions</th><th>busy µs (modeled)</th>"
+            f"<p>{html.escape(self.text())}</p><table><tr><th>lane</th><th>instructions</th><th>busy (modeled)</th>"
             f"<th>utilisation</th></tr>{table}</table>{self.lanes_html()}"
         )
 
