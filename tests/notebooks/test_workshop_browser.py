@@ -25,7 +25,7 @@ must fit in their output area, neither clipped nor behind a horizontal scroll (i
 
 Then (cold pass) it screenshots every visible widget (``.trn-widget`` outputs and the dashboard) in
 the *JupyterLab Light* and the *JupyterLab Dark* theme, into ``$TRN_SCREENSHOT_DIR`` or pytest's tmp
-dir, asserts each PNG is not blank (Chromium decodes it: several distinct colours) and that the
+dir (beside the executed notebooks, ``<pass>-<notebook>.ipynb``, JSON), asserts each PNG is not blank (Chromium decodes it: several distinct colours) and that the
 dark one is darker than the light one (the widget follows the theme's CSS variables), and compares
 each with its stored golden (``tests/notebooks/screenshots.py``: a tolerant block-mean comparison, with a
 margin right of and below the widget so content drawn past its frame counts; refresh them with
@@ -44,6 +44,7 @@ notebooks in ``test_notebooks.py`` (which stays the fallback without a browser).
 from __future__ import annotations
 
 import base64
+import json
 import os
 import re
 import shutil
@@ -371,6 +372,7 @@ def test_workshop_notebook_runs_in_jupyterlab(workshop: Workshop, run: str, name
         run_command(page, "notebook:run-all-cells")
         page.wait_for_function(CELLS_DONE, timeout=NOTEBOOK_TIMEOUT_MS, polling=250)
         nb = notebook_json(page)
+        (workshop.shots / f"{run}-{name}").write_text(json.dumps(nb))  # the executed notebook, for reading back
         problems = workshop_problems(nb)
         assert not problems, f"{name} ({run} pass):\n" + "\n".join(problems)
         assert_not_clipped(page, name)
