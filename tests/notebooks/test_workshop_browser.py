@@ -25,8 +25,8 @@ must fit in their output area, neither clipped nor behind a horizontal scroll (i
 
 Then (cold pass) it screenshots every visible widget (``.trn-widget`` outputs and the dashboard) in
 the *JupyterLab Light* and the *JupyterLab Dark* theme, into ``$TRN_SCREENSHOT_DIR`` or pytest's tmp
-dir (beside the executed notebooks, ``<pass>-<notebook>.ipynb``, JSON), asserts each PNG is not blank (Chromium decodes it: several distinct colours) and that the
-dark one is darker than the light one (the widget follows the theme's CSS variables), and compares
+dir (beside the executed notebooks, ``<pass>-<notebook>.ipynb``, JSON), asserts each PNG is not
+blank (Chromium decodes it: several distinct colours) and that the dark one is darker than the light one (the widget follows the theme's CSS variables), and compares
 each with its stored golden (``tests/notebooks/screenshots.py``: a tolerant block-mean comparison, with a
 margin right of and below the widget so content drawn past its frame counts; refresh them with
 ``TRN_UPDATE_GOLDENS=1``). On 02 it also shows the comparison fails: the op table clipped to 65 % of its
