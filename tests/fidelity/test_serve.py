@@ -157,3 +157,17 @@ def test_serve_estimate_reproduces_the_ledger_rows_it_covers(row_id):
         modeled = {"TTFT": est.ttft.p50, "TPOT": est.tpot.p50, "tok/s": est.tokens_per_s}[metric]
         ratio = row.published / modeled if metric == "tok/s" else modeled / row.published
         assert 0.75 <= ratio <= 1.25, (row_id, metric, ratio)  # the held-out rows are within 25%
+
+
+def test_a_decode_walk_over_a_directly_built_kv_cache_counts_the_ops_of_one_built_by_a_forward_pass(monkeypatch):
+    """Issue 30 item 3: a llama decode step walks over a KV cache built directly (zeros of its shapes), not
+    by a forward pass over the context; the ops counted (and so every figure) are the same either way."""
+    spec, lay = ModelSpec.from_config(TINY), Layout("trn2", 2)
+    scenario = ledger.Scenario(spec, lay, 128, 128, 16, batch=2, decode_context=200)
+    key = ("decode", spec.key, 2, 200)
+    monkeypatch.delitem(ledger._WALKS, key, raising=False)
+    direct = ledger.walk_scenario(scenario, ("decode",))["decode"]
+    monkeypatch.setattr(ledger, "_PLAIN_KV", ())  # the forward pass over the context, as before
+    monkeypatch.delitem(ledger._WALKS, key)
+    forward = ledger.walk_scenario(scenario, ("decode",))["decode"]
+    assert direct == forward and any(op.kv_bytes > 0 for op in direct)

@@ -57,12 +57,26 @@ def test_maintain_row_lists_the_custom_kernels_that_ran(fresh_device):
     from trn_notebook.nki import nki_op
     from trn_notebook.nki.kernels import softmax_kernel
 
-    assert "none ran eagerly" in report().rows()[5][1]  # nothing ran yet: said, never "the simulator has none"
+    assert "none ran on neuron" in report().rows()[5][1]  # nothing ran yet: said, never "the simulator has none"
     softmax = nki_op("reporttest::softmax")(softmax_kernel)
     x = torch.randn(128, 64)
     torch.testing.assert_close(softmax(x.to("neuron")).cpu(), torch.softmax(x, -1), rtol=1e-5, atol=1e-5)
     maintain = report().rows()[5][1]
-    assert "reporttest::softmax (1 calls)" in maintain and "none ran" not in maintain
+    assert "reporttest::softmax (1 eager call)" in maintain and "none ran" not in maintain
+
+
+def test_maintain_row_lists_a_kernel_that_ran_only_inside_a_compiled_graph(fresh_compiler):
+    from trn_notebook.nki import nki_op
+    from trn_notebook.nki.kernels import softmax_kernel
+
+    softmax = nki_op("reporttest::softmax_compiled")(softmax_kernel)
+    compiled = torch.compile(lambda t: softmax(t * 2.0), backend="neuron", fullgraph=True)
+    x = torch.randn(128, 64)
+    for _ in range(2):
+        torch.testing.assert_close(compiled(x.to("neuron")).cpu(), torch.softmax(2.0 * x, -1), rtol=1e-5, atol=1e-5)
+    maintain = report().rows()[5][1]
+    assert "reporttest::softmax_compiled (in 1 compiled graph, 2 runs)" in maintain, maintain
+    assert "eager call" not in maintain  # it never ran outside the graph
 
 
 def test_startup_row_on_a_warm_cache_says_no_cold_compile_happened(fresh_compiler):

@@ -66,7 +66,7 @@ def stdout_text(nb: Mapping[str, Any]) -> str:
 def _failing_line(traceback: list[str]) -> str:
     """The ``---->`` line of an IPython traceback (ANSI colours removed), or ''."""
     text = re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(traceback or []))
-    arrows = [line.strip() for line in text.splitlines() if line.lstrip().startswith("---->")]
+    arrows = [line.strip() for line in text.splitlines() if re.match(r"-+> ", line.lstrip())]  # "---> 31", "----> 3"
     return arrows[-1] if arrows else ""
 
 

@@ -428,6 +428,10 @@ class _Capture:
         record.modeled_peak_bytes = schedule.peak_bytes
         record.extra["modeled_eager_device_s"] = schedule.eager_device_s
         record.extra["neuron_instructions"] = schedule_instructions(graph, schedule)
+        # the custom tile kernels (trn_notebook.nki_op) this graph calls, 'ns::name' (the report lists them)
+        record.extra["custom_kernels"] = sorted(
+            {str(n.args[0]).partition("@")[0] for n in graph.nodes if n.op == "kernel_call" and n.args}
+        )
         return exe
 
     def _warn_downcast(self, graph: Graph, name: str) -> None:

@@ -17,6 +17,7 @@ Serving composition (structural, no constants of its own):
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -82,16 +83,51 @@ def _experts_used(experts: int, rows: int) -> float:
     return experts * (1.0 - (1.0 - 1.0 / experts) ** rows)
 
 
-_WALKS: dict[tuple[Any, ...], dict[str, list[OpCount]]] = {}
+_WALKS: dict[tuple[Any, ...], list[OpCount]] = {}  # (phase, config key, shape...) -> that phase's ops
 PARAM_BYTES: dict[str, int] = {}  # ModelSpec.key -> BF16 parameter bytes (counted by the walks)
+PHASES = ("prefill", "decode")
+# Models whose KV cache is one key and one value tensor per layer, [batch, kv_heads, positions, head_dim]:
+# the decode walk builds that cache directly instead of by a forward pass over the context (which walks
+# as long as a prefill and whose ops are not counted); the decode step reads only the cache's shapes.
+_PLAIN_KV = ("llama",)
 
 
-def walk_scenario(s: Scenario) -> dict[str, list[OpCount]]:
-    """The prefill and decode ops of a scenario's model (cached per configuration in this process)."""
+def _walk_keys(s: Scenario) -> dict[str, tuple[Any, ...]]:
+    """What each phase's ops depend on: prefill on the bucket and its batch, decode on the batch and context."""
     prefill_batch = 1 if s.layout.stack == "vllm" else s.batch
-    key = (s.spec.key, s.bucket, prefill_batch, s.batch, s.context)
-    if key in _WALKS:
-        return _WALKS[key]
+    return {
+        "prefill": ("prefill", s.spec.key, s.bucket, prefill_batch),
+        "decode": ("decode", s.spec.key, s.batch, s.context),
+    }
+
+
+def _kv_cache(model: torch.nn.Module, batch: int, positions: int) -> Any:
+    """A ``DynamicCache`` holding ``positions`` positions of every layer (zeros, fake under the walk)."""
+    from transformers import DynamicCache
+
+    cfg = model.config
+    head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+    cache = DynamicCache(config=cfg)
+    dtype = next(model.parameters()).dtype
+    for layer in range(cfg.num_hidden_layers):
+        shape = (batch, cfg.num_key_value_heads, positions, head_dim)
+        cache.update(torch.zeros(shape, dtype=dtype), torch.zeros(shape, dtype=dtype), layer)
+    return cache
+
+
+def walk_scenario(s: Scenario, phases: tuple[str, ...] = PHASES) -> dict[str, list[OpCount]]:
+    """The prefill and decode ops of a scenario's model (each phase cached per configuration in this
+    process: a scenario that shares a prefill bucket or a decode context with an earlier one walks only
+    what is new). ``phases`` limits the result (and the walk) to those phases."""
+    keys = _walk_keys(s)
+    todo = [phase for phase in phases if keys[phase] not in _WALKS]
+    if todo:
+        _walk(s, todo, keys)
+    return {phase: _WALKS[keys[phase]] for phase in phases}
+
+
+def _walk(s: Scenario, todo: list[str], keys: dict[str, tuple[Any, ...]]) -> None:
+    _, _, bucket, prefill_batch = keys["prefill"]
     cfg = s.spec.config()
     cfg._attn_implementation = "sdpa"
     if s.spec.is_moe:
@@ -103,21 +139,28 @@ def walk_scenario(s: Scenario) -> dict[str, list[OpCount]]:
         return AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16)
 
     def run(model: torch.nn.Module, count: Counter) -> None:
-        ids = torch.zeros(prefill_batch, s.bucket, dtype=torch.long)
-        with count("prefill"):
-            model(input_ids=ids, use_cache=False, logits_to_keep=1)
-        past = model(input_ids=torch.zeros(s.batch, s.context, dtype=torch.long), use_cache=True, logits_to_keep=1)
+        if "prefill" in todo:
+            ids = torch.zeros(prefill_batch, bucket, dtype=torch.long)
+            with count("prefill"):
+                model(input_ids=ids, use_cache=False, logits_to_keep=1)
+        if "decode" not in todo:
+            return
         # transformers >= 5.2x names the KV cache ``cache`` (``past_key_values`` warns); older 5.x only has the old name
-        name = "cache" if "cache" in past else "past_key_values"
-        with count("decode"):
-            model(input_ids=torch.zeros(s.batch, 1, dtype=torch.long), **{name: past[name]})
+        name = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+        if getattr(cfg, "model_type", "") in _PLAIN_KV:
+            past = _kv_cache(model, s.batch, s.context)
+        else:
+            out = model(input_ids=torch.zeros(s.batch, s.context, dtype=torch.long), use_cache=True, logits_to_keep=1)
+            past = out["cache" if "cache" in out else "past_key_values"]
+        with count("decode"):  # the token ids are made inside the count, as they always were (one zeros op)
+            model(input_ids=torch.zeros(s.batch, 1, dtype=torch.long), **{name: past})
 
     info: dict[str, Any] = {}
     walked = walk(build, run, experts_used=_experts_used, info=info, replicated=s.spec.is_replicated)
     # MoE layers as NxD Inference runs them (context encoding vs token generation paths, fidelity.moe)
-    _WALKS[key] = {phase: [moe.dispatch(op, prefill=phase == "prefill") for op in ops] for phase, ops in walked.items()}
+    for phase, ops in walked.items():
+        _WALKS[keys[phase]] = [moe.dispatch(op, prefill=phase == "prefill") for op in ops]
     PARAM_BYTES[s.spec.key] = int(info["param_bytes"])
-    return _WALKS[key]
 
 
 def prefill_budget(s: Scenario) -> Budget:

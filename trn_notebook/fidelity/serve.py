@@ -292,7 +292,7 @@ def serve_estimate(
     decode_buckets, beyond = _decode_buckets(pol, prompts, outputs)
     for b in decode_buckets:  # one token-generation graph per bucket its KV positions reach, as the ledger's rows
         s = ledger.Scenario(spec, lay, b, b, out_mean, batch=batch, concurrency=concurrency, decode_context=b)
-        instructions += _instructions(ledger.walk_scenario(s)["decode"], lay.tp, spec.hidden)
+        instructions += _instructions(ledger.walk_scenario(s, ("decode",))["decode"], lay.tp, spec.hidden)
     notes = [
         f"decode reads the KV cache of {context} positions (mean prompt + half the mean output)",
         f"cold compiles: one graph per used prefill bucket ({len(used)}) + one decode graph per bucket the "

@@ -19,6 +19,7 @@ import torch
 from .. import facts
 from ..device.policy import policy
 from ..device.runtime import get_chip
+from ..display.format import plural
 from ..facts.base import NA
 
 if TYPE_CHECKING:
@@ -236,14 +237,25 @@ def _startup(records: list[CompileRecord]) -> dict[str, Any] | None:
 
 
 def _custom_kernels() -> str:
-    """The custom (NKI) kernels that ran on the device this session, from the placement log."""
+    """The custom (NKI) kernels that ran on the device this session: eagerly, from the placement log, and
+    inside compiled graphs, from the compile records (each graph's ``custom_kernels``, with its runs)."""
     from ..nki.bridge import CATEGORY
 
-    rows = facts.current().placement()
-    ran = sorted((name, r.calls) for name, r in rows.only(CATEGORY).items())
-    if not ran:
-        return "none ran eagerly on neuron in this session"
-    return ", ".join(f"{name} ({calls} calls)" for name, calls in ran)
+    backend = facts.current()
+    eager = {name: int(r.calls or 0) for name, r in backend.placement().only(CATEGORY).items()}
+    graphs: dict[str, list[int]] = {}  # kernel -> runs of each compiled graph that calls it
+    for record in backend.compile_records():
+        for name in record.extra.get("custom_kernels") or ():
+            graphs.setdefault(str(name), []).append(int(record.runs))
+    if not eager and not graphs:
+        return "none ran on neuron in this session, eagerly or in a compiled graph"
+    parts = []
+    for name in sorted(eager.keys() | graphs.keys()):
+        where = [plural(eager[name], "eager call")] if name in eager else []
+        if name in graphs:
+            where.append(f"in {plural(len(graphs[name]), 'compiled graph')}, {plural(sum(graphs[name]), 'run')}")
+        parts.append(f"{name} ({'; '.join(where)})")
+    return ", ".join(parts)
 
 
 def _maintain(records: list[CompileRecord]) -> dict[str, Any]:
