@@ -210,11 +210,34 @@ def lm_side(kind: str, device: str, compiled: bool) -> Callable[[], None]:
 SIDES = (("cpu eager", "cpu", False), ("neuron eager", "neuron", False), ("neuron compiled", "neuron", True))
 
 
+WARM_MIN, WARM_MAX, WARM_BLOCK = 10, 30, 5
+
+
+def warm_up(step: Callable[[], None]) -> int:
+    """Run ``step`` until its per-step time is steady: compile, allocator and host-view caches, optimizer state.
+
+    Blocks of ``WARM_BLOCK`` steps, at least ``WARM_MIN`` and at most ``WARM_MAX`` steps, until a block's median
+    is no more than 3% faster than the previous block's (a side still getting faster is not measured yet).
+    Returns the number of warm-up steps run."""
+    previous = math.inf
+    n = 0
+    while n < WARM_MAX:
+        block = []
+        for _ in range(WARM_BLOCK):
+            t0 = time.perf_counter()
+            step()
+            block.append(time.perf_counter() - t0)
+        n += WARM_BLOCK
+        median = statistics.median(block)
+        if n >= WARM_MIN and median > 0.97 * previous:
+            break
+        previous = min(previous, median)
+    return n
+
+
 def run(name: str, make: Callable[[str, bool], Callable[[], None]], rounds: int, per_round: int, unit: str) -> None:
     steps = [(label, make(device, compiled)) for label, device, compiled in SIDES]
-    for _, s in steps:  # warm-up: compile, allocator caches, optimizer state
-        for _ in range(3):
-            s()
+    warm = [warm_up(s) for _, s in steps]
     times: dict[str, list[float]] = {label: [] for label, _ in steps}
     for _ in range(rounds):  # interleaved: every side shares the same stretch of machine noise
         for label, s in steps:
@@ -223,7 +246,7 @@ def run(name: str, make: Callable[[str, bool], Callable[[], None]], rounds: int,
                 s()
             times[label].append((time.perf_counter() - t0) / per_round)
     base = times["cpu eager"]
-    print(f"{name} ({unit}; median [min-max] of {rounds} interleaved rounds x {per_round}):")
+    print(f"{name} ({unit}; median [min-max] of {rounds} interleaved rounds x {per_round}; warm-up {warm} steps):")
     for label, _ in steps:
         t = times[label]
         ratios = [x / b for x, b in zip(t, base)]
@@ -238,8 +261,7 @@ def split(rounds: int) -> None:
     phases: dict[str, dict[str, list[float]]] = {label: {} for label, _, _ in SIDES}
     steps = [(label, nanogpt_side(device, compiled, phases[label])) for label, device, compiled in SIDES]
     for _, s in steps:
-        for _ in range(3):
-            s()
+        warm_up(s)
     for p in phases.values():
         p.clear()
     for _ in range(rounds):
