@@ -120,8 +120,19 @@ def nanogpt_side(device: str, compiled: bool, phases: dict[str, list[float]] | N
             t3 = time.perf_counter()
             for name, dt in (("forward", t1 - t0), ("backward", t2 - t1), ("optimizer", t3 - t2)):
                 phases.setdefault(name, []).append(dt)
+            if compiled:  # the executables' own walls of this step (the compile log's last run of each graph)
+                for kind, wall in graph_walls("GPT").items():
+                    phases.setdefault(f"{kind} graph", []).append(wall)
 
     return step
+
+
+def graph_walls(model: str) -> dict[str, float]:
+    """The wall of the last run of ``model``'s compiled forward and backward graph (the compile log's ``warm_s``:
+    our Executable.__call__ from host views to the run's accounting), by graph kind."""
+    from trn_notebook.compiler.compile_log import compile_log
+
+    return {r.kind: r.warm_s for r in compile_log.snapshot() if r.model_name == model and r.runs and not r.error}
 
 
 # --- 2./3. word_language_model-shaped models ---------------------------------------------------------
@@ -272,9 +283,20 @@ def split(rounds: int) -> None:
     base = {k: statistics.median(v) for k, v in phases["cpu eager"].items()}
     for label, p in phases.items():
         cells = [
-            f"{k} {statistics.median(v) * 1e3:6.1f} ({statistics.median(v) / base[k]:4.2f}x)" for k, v in p.items()
+            f"{k} {statistics.median(v) * 1e3:6.1f} ({statistics.median(v) / base[k]:4.2f}x)"
+            for k, v in p.items()
+            if k in base
         ]
         print(f"  {label:<16}" + "   ".join(cells))
+        for kind in ("forward", "backward"):  # the compiled side: our executable vs torch around it
+            inside = p.get(f"{kind} graph")
+            if inside:
+                around = [whole - own for whole, own in zip(p[kind], inside)]
+                print(
+                    f"  {'':<16}{kind}: {statistics.median(inside) * 1e3:.1f} ms in the neuron executable, "
+                    f"{statistics.median(around) * 1e3:.1f} ms around it (dynamo guards, AOTAutograd wrappers, "
+                    "autograd engine)"
+                )
 
 
 def main() -> None:
