@@ -34,7 +34,8 @@ Neuron compiled: 4.50 / 7.22 = program 3.36 / 5.94 + our executable 0.66 / 0.53 
 0.07 / 0.10; clocks + placement + compile-log record 0.013 / 0.012) + torch around it 0.47 / 0.75 (the backward
 also hands over to autograd's device thread and back: +0.4 ms at load 1.5, 2-8 ms at load 7; single-threaded
 autograd removes it, but memory_owners attributes gradients by that thread). Per node, the program's closures cost
-~1.5 us over the ATen call: programs now run as one straight-line function once hot (compiler/straightline.py).
+~1.5 us over the ATen call. A generated straight-line function removed ~5% of the program's time but was not
+kept: it would exec source derived from a graph that may come from the disk cache.
 """
 
 from __future__ import annotations
