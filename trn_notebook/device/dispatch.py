@@ -280,7 +280,7 @@ def _run(info: _OpInfo, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
                 result = n
                 break
         else:
-            result = wrap(out)
+            result = wrap(out, True)  # seeded: the next op reading it builds no host view
     else:
         result = _to_device(out, pairs)
     if state.accounting:
@@ -297,7 +297,7 @@ def _run_view(info: _OpInfo, self: torch.Tensor, args: tuple[Any, ...]) -> torch
     t0 = _perf()
     h = cached_host_view(self)
     out = info.call(h, *args[1:])  # the CPU kernel validates sizes, strides and bounds
-    result = self if out is h else wrap(out)  # the same storage: a view of the device tensor
+    result = self if out is h else wrap(out, True)  # the same storage: a view of the device tensor
     if state.accounting:
         placement_log.record(info.name, "host_only", _perf() - t0, 0.0)
     return result
@@ -358,7 +358,7 @@ def _to_device(out: Any, pairs: list[tuple[torch.Tensor, torch.Tensor]]) -> Any:
                 return n
         if out.is_cpu:
             check_representable(out)
-            return wrap(out)
+            return wrap(out, True)
         return out
     if isinstance(out, tuple | list):
         return type(out)(_to_device(o, pairs) for o in out)
