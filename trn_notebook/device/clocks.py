@@ -119,8 +119,35 @@ class Clocks:
 
     def __init__(self) -> None:
         self.lock = threading.RLock()
-        self.state = ClockState()
-        self.observer: Observer | None = None  # set only while a profiler records (trn_notebook.profiling)
+        self._st = ClockState()
+        self._observer: Observer | None = None
+        # eager records not yet folded and their fold (set by .eager_records; every reader drains first)
+        self.pending: list[Any] = []
+        self.drain: Callable[[], None] = _no_drain
+
+    @property
+    def state(self) -> ClockState:
+        """The clock state, with every pending eager record folded in."""
+        if self.pending:
+            self.drain()
+        return self._st
+
+    @state.setter
+    def state(self, value: ClockState) -> None:
+        if self.pending:
+            self.drain()
+        self._st = value
+
+    @property
+    def observer(self) -> Observer | None:
+        """Called for every event while set (only while a profiler records: trn_notebook.profiling)."""
+        return self._observer
+
+    @observer.setter
+    def observer(self, fn: Observer | None) -> None:
+        if self.pending:
+            self.drain()  # records made before the profiler started are not its events
+        self._observer = fn
 
     def launch(
         self,
@@ -136,7 +163,22 @@ class Clocks:
 
         ``fused=True``: the op joined an open fusion group, so it runs without a launch of its own.
         """
-        st = self.state
+        if self.pending:
+            self.drain()
+        self._launch(name, device_s, host_s, wall_s, kind, detail, fused)
+
+    def _launch(
+        self,
+        name: str,
+        device_s: float,
+        host_s: float,
+        wall_s: float,
+        kind: str = "op",
+        detail: Any = None,
+        fused: bool = False,
+    ) -> None:
+        """:meth:`launch` without folding the pending records first (the fold itself calls it)."""
+        st = self._st
         with self.lock:
             st.sim_host_s += host_s
             start = st.device_free_at_s if st.device_free_at_s > st.sim_host_s else st.sim_host_s
@@ -146,16 +188,16 @@ class Clocks:
             if not fused:
                 st.launches += 1
             st.events.append(kind, name, start, device_s, st.sim_host_s)
-            if self.observer is not None:
-                self.observer(kind, name, start, device_s, st.sim_host_s, detail)
+            if self._observer is not None:
+                self._observer(kind, name, start, device_s, st.sim_host_s, detail)
 
     def host_work(self, name: str, host_s: float, wall_s: float, detail: Any = None) -> None:
         """Charge host-only time (a CPU fallback's compute or a transfer the host waits for)."""
         st = self.state
         with self.lock:
             st.events.append("host", name, st.sim_host_s, host_s, st.sim_host_s + host_s, moved_bytes(detail))
-            if self.observer is not None:
-                self.observer("host", name, st.sim_host_s, host_s, st.sim_host_s + host_s, detail)
+            if self._observer is not None:
+                self._observer("host", name, st.sim_host_s, host_s, st.sim_host_s + host_s, detail)
             st.sim_host_s += host_s
             st.wall_s += wall_s
 
@@ -173,8 +215,8 @@ class Clocks:
             st.events.append("comm", name, start, device_s, st.sim_host_s)
             if blocking and st.device_free_at_s < st.comm_free_at_s:
                 st.device_free_at_s = st.comm_free_at_s
-            if self.observer is not None:
-                self.observer("comm", name, start, device_s, st.sim_host_s, {"blocking": blocking})
+            if self._observer is not None:
+                self._observer("comm", name, start, device_s, st.sim_host_s, {"blocking": blocking})
             return start
 
     def wait_until(self, t_s: float) -> None:
@@ -197,8 +239,8 @@ class Clocks:
             st.in_group = 0
             st.sync_log.append((reason, where, st.sim_host_s))
             st.events.append("sync", reason, st.sim_host_s, 0.0, st.sim_host_s)
-            if self.observer is not None:
-                self.observer("sync", reason, st.sim_host_s - wait, wait, st.sim_host_s, where)
+            if self._observer is not None:
+                self._observer("sync", reason, st.sim_host_s - wait, wait, st.sim_host_s, where)
             return wait
 
     def snapshot(self) -> ClockSnapshot:
@@ -243,9 +285,14 @@ class Clocks:
         return {"traceEvents": trace, "displayTimeUnit": "ms"}
 
     def reset(self) -> None:
-        """Zero every clock and counter and drop the timeline."""
+        """Zero every clock and counter and drop the timeline (pending eager records are folded first, so
+        the placement log keeps them)."""
         with self.lock:
             self.state = ClockState()
+
+
+def _no_drain() -> None:
+    """The fold before :mod:`.eager_records` installs its own (nothing is pending then)."""
 
 
 clocks = Clocks()

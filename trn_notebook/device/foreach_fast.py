@@ -69,7 +69,7 @@ def run_foreach(info: _OpInfo, fresh: bool, args: tuple[Any, ...], kwargs: dict[
         result = []
         for o in out:
             check_representable(o)
-            result.append(wrap(o))
+            result.append(wrap(o, True))
     else:
         return _general_outputs(info, args, hargs, out, dtype, t0)
     _account_native(info, result, [], 0, dtype, _perf() - t0, args)

@@ -13,7 +13,7 @@ backend builds from this snapshot; nothing else counts ops.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -109,18 +109,67 @@ class PlacementLog:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.entries: dict[str, list[Any]] = {}
-        self.total_calls = 0
-        self.version = 0
+        self._entries: dict[str, list[Any]] = {}
+        self._total_calls = 0
+        self._version = 0
+        # eager records not yet folded and their fold (set by .eager_records; every reader drains first)
+        self.pending: list[Any] = []
+        self.drain: Callable[[], None] = _no_drain
+
+    @property
+    def entries(self) -> dict[str, list[Any]]:
+        """The live entries by op (pending eager records folded in)."""
+        if self.pending:
+            self.drain()
+        return self._entries
+
+    @entries.setter
+    def entries(self, value: dict[str, list[Any]]) -> None:
+        if self.pending:
+            self.drain()
+        self._entries = value
+
+    @property
+    def total_calls(self) -> int:
+        """Calls recorded since the last reset."""
+        if self.pending:
+            self.drain()
+        return self._total_calls
+
+    @total_calls.setter
+    def total_calls(self, value: int) -> None:
+        if self.pending:
+            self.drain()
+        self._total_calls = value
+
+    @property
+    def version(self) -> int:
+        """A counter that changes with every recorded call or reset."""
+        if self.pending:
+            self.drain()
+        return self._version
+
+    @version.setter
+    def version(self, value: int) -> None:
+        if self.pending:
+            self.drain()
+        self._version = value
 
     def record(self, name: str, category: str, host_s: float, device_s: float, h2d: int = 0, d2h: int = 0) -> None:
         """Add one call of op ``name``; captures the user's source line on the op's first call."""
-        entry = self.entries.get(name)
+        if self.pending:
+            self.drain()
+        self._record(name, category, host_s, device_s, h2d, d2h)
+
+    def _record(self, name: str, category: str, host_s: float, device_s: float, h2d: int = 0, d2h: int = 0) -> None:
+        """:meth:`record` without folding the pending records first (the fold itself calls it)."""
+        entries = self._entries
+        entry = entries.get(name)
         with self.lock:
             if entry is None:
-                entry = self.entries.get(name)
+                entry = entries.get(name)
                 if entry is None:
-                    entry = self.entries[name] = [category, 0, 0.0, 0.0, 0, 0, self.user_source()]
+                    entry = entries[name] = [category, 0, 0.0, 0.0, 0, 0, self.user_source()]
             entry[CALLS] += 1
             entry[HOST_S] += host_s
             entry[DEVICE_S] += device_s
@@ -134,8 +183,8 @@ class PlacementLog:
                 # A fallback costs a sync and two copies anyway; naming its latest line keeps a per-cell
                 # window pointing at the cell that made this call.
                 entry[SOURCE] = self.user_source()
-            self.total_calls += 1
-            self.version += 1
+            self._total_calls += 1
+            self._version += 1
 
     def user_source(self) -> str:
         """The user's line that called the op, named (:mod:`.source_lines`' rule)."""
@@ -143,8 +192,10 @@ class PlacementLog:
 
     def snapshot(self) -> PlacementSnapshot:
         """Every entry as a frozen :class:`PlacementEntry`, by op."""
+        if self.pending:
+            self.drain()
         with self.lock:
-            return PlacementSnapshot({name: PlacementEntry(*e) for name, e in self.entries.items()})
+            return PlacementSnapshot({name: PlacementEntry(*e) for name, e in self._entries.items()})
 
     def frame(self, snapshot: Mapping[str, PlacementEntry] | None = None) -> pd.DataFrame:
         """The log (or a snapshot/difference of snapshots) as a DataFrame sorted by modeled device time."""
@@ -154,11 +205,17 @@ class PlacementLog:
         return snap.frame()
 
     def reset(self) -> None:
-        """Forget every entry."""
+        """Forget every entry (pending eager records are folded first, so the clocks keep them)."""
+        if self.pending:
+            self.drain()
         with self.lock:
-            self.entries = {}
-            self.total_calls = 0
-            self.version += 1
+            self._entries = {}
+            self._total_calls = 0
+            self._version += 1
+
+
+def _no_drain() -> None:
+    """The fold before :mod:`.eager_records` installs its own (nothing is pending then)."""
 
 
 def diff_snapshots(before: Mapping[str, PlacementEntry], after: PlacementSnapshot) -> PlacementSnapshot:

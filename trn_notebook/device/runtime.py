@@ -134,7 +134,8 @@ def wrap(cpu: torch.Tensor, seed: bool = False) -> torch.Tensor:
     otherwise its bytes become new device memory. With ``seed``, ``cpu`` itself becomes the cached host
     view (:func:`cached_host_view`) of the result's geometry, so the next read of the result (a compiled
     backward reading its saved activations, an optimizer reading the gradients) builds no view: only for
-    a ``cpu`` nobody else holds or changes (a compiled program's result); math-bit, grad-requiring and
+    a ``cpu`` nobody else holds or changes (a compiled program's result, an eager CPU kernel's fresh result or
+    view: ~8 us of ``set_`` saved on the op that reads it next); math-bit, grad-requiring and
     inference tensors are not seeded. Raises ``torch.OutOfMemoryError`` when full, and
     ``NotImplementedError`` for a sparse result (the device holds only strided tensors).
     """
