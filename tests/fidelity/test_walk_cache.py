@@ -3,13 +3,14 @@ prefill, so the ledger's figures do not depend on how the cache was built."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import warnings
 
 import pytest
 import torch
 
-from trn_notebook.fidelity import ledger
+from trn_notebook.fidelity import ledger, loops
 from trn_notebook.fidelity.configs import LLAMA_8B, QWEN35, TRINITY_MINI, ModelSpec
 from trn_notebook.fidelity.walk import Counter, OpCount, walk
 
@@ -62,3 +63,33 @@ def test_the_cheap_decode_cache_records_the_ops_of_a_full_prefill_cache(spec, ba
     full = _decode_ops(spec, batch, context, full=True)
     assert cheap and cheap == full
     assert _decode_ops(spec, batch, context // 2, full=False) != full  # the comparison sees the context
+
+
+def _prefill_ops(spec: ModelSpec, tokens: int, *, scan_once: bool) -> list[OpCount]:
+    cfg = spec.config()
+    cfg._attn_implementation = "sdpa"
+    if spec.is_moe:
+        cfg._experts_implementation = "grouped_mm"
+
+    def build() -> torch.nn.Module:
+        from transformers import AutoModelForCausalLM
+
+        return AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16)
+
+    def run(model: torch.nn.Module, count: Counter) -> None:
+        with loops.patched(model) if scan_once else contextlib.nullcontext(False) as swapped:
+            assert swapped == scan_once
+            with count("prefill"):
+                model(input_ids=torch.zeros(1, tokens, dtype=torch.long), use_cache=False, logits_to_keep=1)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return walk(build, run)["prefill"]
+
+
+@pytest.mark.parametrize("spec", [_small(QWEN35["2B"], 4), _small(QWEN35["35B-A3B"], 4)], ids=["2b", "35b-a3b"])
+def test_walking_the_chunk_scan_once_records_the_ops_of_every_chunk(spec):
+    once = _prefill_ops(spec, 512, scan_once=True)
+    every = _prefill_ops(spec, 512, scan_once=False)
+    assert len(every) > len(_prefill_ops(spec, 256, scan_once=False))  # the scan grows with the tokens
+    assert once == every
