@@ -159,15 +159,15 @@ def test_serve_estimate_reproduces_the_ledger_rows_it_covers(row_id):
         assert 0.75 <= ratio <= 1.25, (row_id, metric, ratio)  # the held-out rows are within 25%
 
 
-def test_a_decode_walk_over_a_directly_built_kv_cache_counts_the_ops_of_one_built_by_a_forward_pass(monkeypatch):
-    """Issue 30 item 3: a llama decode step walks over a KV cache built directly (zeros of its shapes), not
-    by a forward pass over the context; the ops counted (and so every figure) are the same either way."""
+def test_a_decode_only_walk_walks_no_prefill_and_reuses_the_cached_decode(monkeypatch):
+    """Issue 30 item 3: serve_estimate's decode graphs ask for the decode phase only, so no prefill is walked
+    for them, and a second scenario with the same decode graph reuses the walk (the same list object)."""
     spec, lay = ModelSpec.from_config(TINY), Layout("trn2", 2)
     scenario = ledger.Scenario(spec, lay, 128, 128, 16, batch=2, decode_context=200)
-    key = ("decode", spec.key, 2, 200)
-    monkeypatch.delitem(ledger._WALKS, key, raising=False)
-    direct = ledger.walk_scenario(scenario, ("decode",))["decode"]
-    monkeypatch.setattr(ledger, "_PLAIN_KV", ())  # the forward pass over the context, as before
-    monkeypatch.delitem(ledger._WALKS, key)
-    forward = ledger.walk_scenario(scenario, ("decode",))["decode"]
-    assert direct == forward and any(op.kv_bytes > 0 for op in direct)
+    keys = ledger._phase_keys(scenario)
+    for key in keys.values():
+        monkeypatch.delitem(ledger._WALKS, key, raising=False)
+    decode = ledger.walk_scenario(scenario, ("decode",))["decode"]
+    assert keys["prefill"] not in ledger._WALKS and any(op.kv_bytes > 0 for op in decode)
+    again = ledger.Scenario(spec, lay, 256, 256, 16, batch=2, decode_context=200)
+    assert ledger.walk_scenario(again, ("decode",))["decode"] is decode

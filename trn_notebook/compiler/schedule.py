@@ -2,7 +2,10 @@
 
 HBM traffic is charged only at kernel boundaries (what a fused kernel reads from other kernels or
 the graph's inputs, and what it writes for them), FLOPs per node; each kernel costs a roofline
-plus the in-graph dispatch constant, and the graph one launch. The same graph run op by op in
+(the larger of its nodes' compute, each node's FLOPs at its own dtype's peak as eager charges it, and
+its boundary bytes at the HBM rate) plus the in-graph dispatch constant, and the graph one launch.
+(A bf16 matmul fused with the f32 pointwise ops after it, RMSNorm's upcast, runs at the bf16 peak,
+not at the f32 peak of the kernel's last op.) The same graph run op by op in
 eager would pay a launch and a full round trip to HBM per op: that is ``eager_device_s``.
 """
 
@@ -104,11 +107,14 @@ def build_schedule(g: Graph) -> Schedule:
     for k, members in groups.items():
         kinds = {OPS[n.op].kind for n in members}
         engine = engine_of(kinds, any(OPS[n.op].transcendental for n in members))
-        flops = sum(node_flops(n, types) for n in members)
+        flops = 0.0
+        compute_s = 0.0  # each node's FLOPs at its own dtype's peak, as eager charges them
         read: dict[str, int] = {}
         written = 0
-        dtype = "f32"
         for n in members:
+            node_f = node_flops(n, types)
+            flops += node_f
+            compute_s += node_f / costmodel.roofline_rates(chip, DTYPES[_node_dtype(n)])[0] if node_f else 0.0
             for r in n.refs():
                 b = base.get(r, r)
                 if produced_in.get(b, -2) != k:
@@ -117,8 +123,6 @@ def build_schedule(g: Graph) -> Schedule:
             for t, m in zip(n.types, n.mem or (-1,) * len(n.outs)):
                 if t is not None and m >= 0:
                     written += t.nbytes
-            if n.types and n.types[0] is not None and DTYPES[n.types[0].dtype].is_floating_point:
-                dtype = n.types[0].dtype
             eager += _eager_node_s(n, types, base, chip, consts)
         nbytes_in = sum(read.values())
         if any(n.op == "kernel_call" for n in members):  # a custom tile kernel: its own modeled time
@@ -127,13 +131,18 @@ def build_schedule(g: Graph) -> Schedule:
         elif engine in ("none", "host"):  # a host call is charged as a CPU fallback when the graph runs
             device_s = 0.0
         else:
-            roof = costmodel.roofline_seconds(chip, flops, nbytes_in + written, DTYPES[dtype])
-            device_s = consts.kernel_in_graph_s + roof
+            memory_s = (nbytes_in + written) / costmodel.roofline_rates(chip, DTYPES[_node_dtype(members[0])])[1]
+            device_s = consts.kernel_in_graph_s + max(compute_s, memory_s)
         kernels.append(Kernel(k, tuple(n.op for n in members), engine, flops, nbytes_in, written, device_s))
     total = consts.graph_launch_s + sum(k.device_s for k in kernels)
     fused = sum(1 for k in kernels if sum(1 for op in k.ops if OPS[op].kind != "view") >= 2)
     peak = int(dict(g.meta).get("arena_bytes", "0"))
     return Schedule(tuple(kernels), total, eager, peak, fused)
+
+
+def _node_dtype(n: Node) -> str:
+    """The dtype a node's FLOPs run at: its first output's (``f32`` when it has none), as eager charges it."""
+    return n.types[0].dtype if n.types and n.types[0] is not None else "f32"
 
 
 def _eager_node_s(n: Node, types: dict[str, TensorType | None], base: dict[str, str], chip, consts) -> float:
@@ -145,5 +154,6 @@ def _eager_node_s(n: Node, types: dict[str, TensorType | None], base: dict[str, 
     for r in n.refs():
         t = types.get(base.get(r, r))
         nbytes += t.nbytes if t is not None else 0
-    dtype = n.types[0].dtype if n.types and n.types[0] is not None else "f32"
-    return consts.eager_launch_s + costmodel.roofline_seconds(chip, node_flops(n, types), nbytes, DTYPES[dtype])
+    return consts.eager_launch_s + costmodel.roofline_seconds(
+        chip, node_flops(n, types), nbytes, DTYPES[_node_dtype(n)]
+    )

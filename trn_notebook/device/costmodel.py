@@ -46,7 +46,7 @@ class CostConstants:
     # the model-level rows of shared/reference/trn2-model-figures.md (docs/fidelity.md, "Model level"
     # says which rows). Every kernel, eager or compiled, uses them. The per-dtype difference is the peak
     # (chips.py); no FP8/FP32 model-level row exists to fit a separate factor on.
-    compute_efficiency: float = 0.156
+    compute_efficiency: float = 0.153
     memory_efficiency: float = 0.511
     # A collective inside a compiled graph (TP all-reduce per layer): its fixed cost, replacing the
     # stand-alone nccom-test floor (comm launch_s, 55 us) that the alpha-beta model adds to a collective

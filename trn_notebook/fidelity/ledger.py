@@ -17,14 +17,13 @@ Serving composition (structural, no constants of its own):
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from . import moe
+from . import loops, moe
 from .configs import DEEPSEEK_V3, LLAMA_8B, LLAMA_70B, QWEN35, TRINITY_MINI, ModelSpec
 from .model import Budget, Layout, step_budget
 from .walk import Counter, OpCount, walk
@@ -83,17 +82,15 @@ def _experts_used(experts: int, rows: int) -> float:
     return experts * (1.0 - (1.0 - 1.0 / experts) ** rows)
 
 
-_WALKS: dict[tuple[Any, ...], list[OpCount]] = {}  # (phase, config key, shape...) -> that phase's ops
+# memo of walked graphs, one entry per phase: ("prefill", config key, bucket, batch) and ("decode", config
+# key, batch, KV positions), so scenarios sharing a graph (R13's prefills and Trinity's compile rows, the
+# R11 rows and the Qwen3.5 compile rows) walk it once in a run
+_WALKS: dict[tuple[Any, ...], list[OpCount]] = {}
 PARAM_BYTES: dict[str, int] = {}  # ModelSpec.key -> BF16 parameter bytes (counted by the walks)
 PHASES = ("prefill", "decode")
-# Models whose KV cache is one key and one value tensor per layer, [batch, kv_heads, positions, head_dim]:
-# the decode walk builds that cache directly instead of by a forward pass over the context (which walks
-# as long as a prefill and whose ops are not counted); the decode step reads only the cache's shapes.
-_PLAIN_KV = ("llama",)
 
 
-def _walk_keys(s: Scenario) -> dict[str, tuple[Any, ...]]:
-    """What each phase's ops depend on: prefill on the bucket and its batch, decode on the batch and context."""
+def _phase_keys(s: Scenario) -> dict[str, tuple[Any, ...]]:
     prefill_batch = 1 if s.layout.stack == "vllm" else s.batch
     return {
         "prefill": ("prefill", s.spec.key, s.bucket, prefill_batch),
@@ -101,33 +98,20 @@ def _walk_keys(s: Scenario) -> dict[str, tuple[Any, ...]]:
     }
 
 
-def _kv_cache(model: torch.nn.Module, batch: int, positions: int) -> Any:
-    """A ``DynamicCache`` holding ``positions`` positions of every layer (zeros, fake under the walk)."""
-    from transformers import DynamicCache
-
-    cfg = model.config
-    head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
-    cache = DynamicCache(config=cfg)
-    dtype = next(model.parameters()).dtype
-    for layer in range(cfg.num_hidden_layers):
-        shape = (batch, cfg.num_key_value_heads, positions, head_dim)
-        cache.update(torch.zeros(shape, dtype=dtype), torch.zeros(shape, dtype=dtype), layer)
-    return cache
-
-
 def walk_scenario(s: Scenario, phases: tuple[str, ...] = PHASES) -> dict[str, list[OpCount]]:
-    """The prefill and decode ops of a scenario's model (each phase cached per configuration in this
-    process: a scenario that shares a prefill bucket or a decode context with an earlier one walks only
-    what is new). ``phases`` limits the result (and the walk) to those phases."""
-    keys = _walk_keys(s)
-    todo = [phase for phase in phases if keys[phase] not in _WALKS]
-    if todo:
-        _walk(s, todo, keys)
+    """The prefill and decode ops of a scenario's model (each graph walked once per process: a graph
+    another scenario already walked, same config, shape and KV positions, is reused). ``phases`` limits
+    the result, and the walk, to those phases (a decode-only graph walks no prefill)."""
+    keys = _phase_keys(s)
+    missing = {phase for phase in phases if keys[phase] not in _WALKS}
+    if missing:
+        _walk_phases(s, missing, keys)
     return {phase: _WALKS[keys[phase]] for phase in phases}
 
 
-def _walk(s: Scenario, todo: list[str], keys: dict[str, tuple[Any, ...]]) -> None:
-    _, _, bucket, prefill_batch = keys["prefill"]
+def _walk_phases(s: Scenario, phases: set[str], keys: dict[str, tuple[Any, ...]]) -> None:
+    """Walk the scenario's ``phases`` (``prefill``, ``decode``) in one model build and memoise them."""
+    prefill_batch = keys["prefill"][3]
     cfg = s.spec.config()
     cfg._attn_implementation = "sdpa"
     if s.spec.is_moe:
@@ -139,21 +123,15 @@ def _walk(s: Scenario, todo: list[str], keys: dict[str, tuple[Any, ...]]) -> Non
         return AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16)
 
     def run(model: torch.nn.Module, count: Counter) -> None:
-        if "prefill" in todo:
-            ids = torch.zeros(prefill_batch, bucket, dtype=torch.long)
-            with count("prefill"):
-                model(input_ids=ids, use_cache=False, logits_to_keep=1)
-        if "decode" not in todo:
-            return
-        # transformers >= 5.2x names the KV cache ``cache`` (``past_key_values`` warns); older 5.x only has the old name
-        name = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
-        if getattr(cfg, "model_type", "") in _PLAIN_KV:
-            past = _kv_cache(model, s.batch, s.context)
-        else:
-            out = model(input_ids=torch.zeros(s.batch, s.context, dtype=torch.long), use_cache=True, logits_to_keep=1)
-            past = out["cache" if "cache" in out else "past_key_values"]
-        with count("decode"):  # the token ids are made inside the count, as they always were (one zeros op)
-            model(input_ids=torch.zeros(s.batch, 1, dtype=torch.long), **{name: past})
+        with loops.patched(model):  # a linear-attention chunk scan walked once and repeated (identical ops)
+            if "prefill" in phases:
+                ids = torch.zeros(prefill_batch, s.bucket, dtype=torch.long)
+                with count("prefill"):
+                    model(input_ids=ids, use_cache=False, logits_to_keep=1)
+            if "decode" in phases:
+                name, cache = decode_cache(model, s.batch, s.context)
+                with count("decode"):
+                    model(input_ids=torch.zeros(s.batch, 1, dtype=torch.long), **{name: cache})
 
     info: dict[str, Any] = {}
     walked = walk(build, run, experts_used=_experts_used, info=info, replicated=s.spec.is_replicated)
@@ -161,6 +139,42 @@ def _walk(s: Scenario, todo: list[str], keys: dict[str, tuple[Any, ...]]) -> Non
     for phase, ops in walked.items():
         _WALKS[keys[phase]] = [moe.dispatch(op, prefill=phase == "prefill") for op in ops]
     PARAM_BYTES[s.spec.key] = int(info["param_bytes"])
+
+
+SHORT_CONTEXT = 128  # positions of the prefill that builds a decode walk's KV cache before it is lengthened
+
+
+def decode_cache(model: torch.nn.Module, batch: int, context: int, *, short: int = SHORT_CONTEXT) -> tuple[str, Any]:
+    """``(keyword, cache)`` holding ``context`` KV positions per sequence for a decode walk, on fake tensors.
+
+    The decode step's ops depend only on the cache's shapes, so when every layer of the cache is a plain
+    ``DynamicLayer`` (K/V grow with the context) or a ``LinearAttentionLayer`` (fixed-size conv and
+    recurrent states), a prefill of ``short`` positions builds it and each K/V is replaced by an empty
+    fake tensor of ``context`` positions: the same cache a ``context``-long prefill builds, at a fraction
+    of the walk (Qwen3.5's linear attention loops over 64-token chunks, so its prefill walk grows with the
+    context). Any other cache (sliding-window layers, which also count the positions seen) is built by
+    the full prefill. ``tests/fidelity/test_walk_cache.py`` checks the decode walks are identical."""
+    from transformers import cache_utils
+
+    plain = tuple(getattr(cache_utils, n) for n in ("DynamicLayer", "LinearAttentionLayer") if hasattr(cache_utils, n))
+    n = min(short, context)
+    past = model(input_ids=torch.zeros(batch, n, dtype=torch.long), use_cache=True, logits_to_keep=1)
+    # transformers >= 5.2x names the KV cache ``cache`` (``past_key_values`` warns); older 5.x the old name
+    name = "cache" if "cache" in past else "past_key_values"
+    cache = past[name]
+    layers = getattr(cache, "layers", None)
+    if n == context:
+        return name, cache
+    if not plain or layers is None or any(type(layer) not in plain for layer in layers):
+        past = model(input_ids=torch.zeros(batch, context, dtype=torch.long), use_cache=True, logits_to_keep=1)
+        return name, past[name]
+    dynamic = plain[0]
+    for layer in layers:
+        if type(layer) is dynamic and getattr(layer, "keys", None) is not None:
+            shape = (*layer.keys.shape[:-2], context, layer.keys.shape[-1])
+            layer.keys = layer.keys.new_empty(shape)
+            layer.values = layer.values.new_empty((*layer.values.shape[:-2], context, layer.values.shape[-1]))
+    return name, cache
 
 
 def prefill_budget(s: Scenario) -> Budget:

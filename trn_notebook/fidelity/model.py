@@ -10,7 +10,8 @@ A step's modeled time is the sum of
   a matmul's compute is divided by its **PE-array utilisation** at the per-rank shape
   (:func:`pe_utilisation`: the 128-row contraction of TensorE and the 64-cycle floor of an
   ``nc_matmul``, trainium-figures.md A3), so a weight sharded to 32 rows per rank runs at a quarter of
-  the array;
+  the array; a prefill's masked attention on trn2 runs NxD Inference's causal flash-attention kernel,
+  which skips the upper-triangle tiles (:func:`causal_attention_kernel`: half its query x key pairs);
 * **collectives** the layout implies: two all-reduces of the step's activations per decoder layer
   (after attention, after the MLP) on TP ranks, with the α–β model of
   ``distributed.commmodel`` on the fabric TP spans, its stand-alone floor replaced by the in-graph
@@ -131,18 +132,43 @@ def pe_utilisation(k: int, n: int) -> float:
     return k / (PE_ROWS * math.ceil(k / PE_ROWS)) * min(1.0, n / MATMUL_MIN_CYCLES)
 
 
+def causal_attention_kernel(layout: Layout, tokens: int) -> bool:
+    """Whether a prefill of ``tokens`` positions per sequence runs NxD Inference's causal flash-attention
+    kernel, which skips the upper-triangle tiles of a causal mask ("Enables compute skipping: skip
+    MM1/MM2 for upper triangle tiles", aws-neuron-sdk nki/library/api/attention-cte.rst L125-128).
+    NxD Inference picks that kernel on its own at LNC=2 (trn2's default) unless ``attn_kernel_enabled``
+    is set False: with a mask, for ``q_len >= 1024`` divisible by 512 or ``q_len < 1024`` divisible by
+    256 (neuronx-distributed-inference modules/attention/attention_base.py,
+    ``get_flash_attention_strategy``: SHARDED_KERNEL; ``perform_prefill`` passes ``causal_mask``); the
+    Qwen3.5 contrib's attention calls the same kernel with ``use_causal_mask=True``
+    (contrib/models/Qwen3.5-2B/src/modeling_qwen35.py, ``perform_prefill``). Not on inf2 (LNC=1)."""
+    if tokens <= 1 or layout.chip.strip().lower() not in ("trn2", "trn3"):
+        return False
+    return tokens % 512 == 0 if tokens >= 1024 else tokens % 256 == 0
+
+
 def kernels_budget(
-    ops: list[OpCount], chip: ChipSpec, tp: int, *, kv_heads: int, real_fraction: float = 1.0, hidden: int = 0
+    ops: list[OpCount],
+    chip: ChipSpec,
+    tp: int,
+    *,
+    kv_heads: int,
+    real_fraction: float = 1.0,
+    hidden: int = 0,
+    causal_kernel: bool = False,
 ) -> Budget:
     """Kernel time per rank of the walked ops (see the module docs); ``real_fraction`` = real tokens /
     padded tokens of a prefill, for the padding share; ``hidden`` = the model's hidden size (which
-    weights are row-parallel, :func:`rank_shape`)."""
+    weights are row-parallel, :func:`rank_shape`); ``causal_kernel``: a masked attention op runs the
+    causal flash kernel (:func:`causal_attention_kernel`) and computes half its query x key pairs."""
     compute = reads = 0.0
     kernels = 0
     kv_scale = max(kv_heads, tp) / kv_heads / tp if kv_heads else 1.0 / tp
     for op in ops:
         split = 1 if op.replicated else tp
         flops = op.flops / split
+        if causal_kernel and op.kind == ATTENTION and op.masked:
+            flops /= 2
         if op.kind in (MATMUL, GROUPED, ATTENTION):
             nbytes = (op.bytes - op.kv_bytes) / split + op.kv_bytes * (kv_scale if split > 1 else 1.0)
             _, _, k, n = rank_shape(op, tp, hidden)
@@ -236,7 +262,10 @@ def step_budget(
         raise ValueError(f"unknown sampling place {layout.sampling!r}; use 'device' or 'host'")
     chip = chip_of(layout.chip)
     consts = costmodel.get_cost_constants()
-    b = kernels_budget(ops, chip, layout.tp, kv_heads=kv_heads, real_fraction=real_fraction, hidden=hidden)
+    causal = causal_attention_kernel(layout, tokens)
+    b = kernels_budget(
+        ops, chip, layout.tp, kv_heads=kv_heads, real_fraction=real_fraction, hidden=hidden, causal_kernel=causal
+    )
     coll = tp_collectives_s(layers, batch * tokens * hidden * torch.bfloat16.itemsize, layout.tp, chip)
     host = consts.serving_step_s + (consts.vllm_step_s if layout.stack == "vllm" else 0.0)
     if layout.sampling == "host":

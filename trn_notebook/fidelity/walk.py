@@ -57,6 +57,9 @@ class OpCount:
     n: int = 0
     tokens: int = 0  # a grouped matmul: the tokens routed (rows of the last router top-k)
     replicated: bool = False  # its weight is replicated on every TP rank (not sharded)
+    # an attention kernel given an explicit mask (a causal LM's prefill: transformers materialises the
+    # causal mask), so ``flops`` counts every query x key pair; a causal kernel skips about half
+    masked: bool = False
 
 
 def _tensors(tree: Any) -> list[torch.Tensor]:
@@ -94,10 +97,15 @@ class _Recorder(TorchDispatchMode):
             self.tokens = int(ins[0].numel() // ins[0].shape[-1])
         if name in _ATTENTION_OPS:
             q, k, v = ins[0], ins[1], ins[2]
-            flops = _attention_flops(q, k, kwargs.get("is_causal", args[4] if len(args) > 4 else False))
+            causal = bool(kwargs.get("is_causal", args[4] if len(args) > 4 else False))
+            flops = _attention_flops(q, k, causal)
             kv = float(_nbytes(k) + _nbytes(v))
             nbytes = float(_nbytes(q) + _nbytes(outs[0])) + kv
-            self.ops.append(OpCount(name, ATTENTION, flops, nbytes, dtype, kv_bytes=kv))
+            mask = kwargs.get(
+                "attn_mask", args[3] if name == "scaled_dot_product_attention" and len(args) > 3 else None
+            )
+            masked = not causal and q.shape[-2] > 1 and isinstance(mask, torch.Tensor)
+            self.ops.append(OpCount(name, ATTENTION, flops, nbytes, dtype, kv_bytes=kv, masked=masked))
         elif "grouped_mm" in name:
             self.ops.append(self._grouped(name, ins, outs, dtype))
         elif name in _MATMUL_OPS or packet in flop_registry:
