@@ -33,6 +33,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import config as _config
 from . import dispatch as _d
+from . import dry_host_shapes as _host_shapes
 from .dry_host import RealHost
 from .fake_alloc import StorageTracker
 from .kernels import _check_dtype, _check_index, _check_size
@@ -220,7 +221,10 @@ class DryMode(TorchDispatchMode):
     def _composite_call(self, func: Any, key: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         self._composite.append(func)
         try:
-            with self:
+            # A C++ composite may build host (CPU) bookkeeping tensors from no tensor at all and read their values
+            # (torch's repeat: arange/cat/flatten of a permutation it passes to permute): on the device those are
+            # real host tensors, so they are here too (``self.host``: ops on real host tensors run for real).
+            with self, self.host:
                 out = func._op_dk(key, *args, **kwargs)
         finally:
             self._composite.pop()
@@ -314,8 +318,10 @@ class DryMode(TorchDispatchMode):
                 for x in v:
                     if isinstance(x, _Tensor) and x.device.type == "neuron":
                         device_arg(x, False)
-        if foreign and pairs and not info.name.startswith("index"):
-            raise _d._same_device_error(info.name)
+        if foreign and pairs:
+            if not info.name.lstrip("_").startswith("index"):  # CPU indices, as on CUDA (dispatch._run)
+                raise _d._same_device_error(info.name)
+            args = _host_shapes.indices_on_device(self, args, pairs[0][0].device)
         if category == "native" and dtype is not None and dtype not in native:
             if cfg.fallback_only_for_unimplemented:
                 raise RuntimeError(
@@ -329,7 +335,8 @@ class DryMode(TorchDispatchMode):
                 f"aten::{info.name} would fall back to CPU ({info.reason or 'no native kernel'}) and strict "
                 "mode is on; run it on the CPU explicitly or turn strict mode off (%%trn eager without --strict)"
             )
-        result = self._fake(func, args, kwargs)
+        special = _host_shapes.SPECIAL.get(func)
+        result = special(self, func, args, kwargs) if special is not None else self._fake(func, args, kwargs)
         if info.mutable:
             for _, n in pairs:
                 self.tracker.retrack(n)
