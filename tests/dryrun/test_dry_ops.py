@@ -44,3 +44,34 @@ def test_composites_cpu_indices_and_eval_batch_norm_dry_equal_real(fresh_device)
         real, dry = real_and_dry(model, inputs, work)
         assert real["ops"]["index"][1] == 1 and real["ops"]["native_batch_norm"][1] == 1
         assert dry == real, work.__name__
+
+
+class _Experts(torch.nn.Module):
+    """MoE experts as transformers runs them: one ``_grouped_mm`` over tokens sorted by expert."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(3, 8, 4))
+        self.offs = torch.tensor([4, 9, 12], dtype=torch.int32)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch._grouped_mm(x, self.w, offs=self.offs.to(x.device)).pow(2).sum()
+
+
+def test_grouped_mm_is_one_native_kernel_charged_from_its_shapes(fresh_device) -> None:
+    import trn_notebook
+    from trn_notebook.device.dry_host_shapes import GROUPED_MM_ASSUMED
+
+    model, x = _Experts(), torch.randn(12, 8)
+    with torch.no_grad():
+        want = model(x)
+        got = model.to("neuron")(x.to("neuron")).cpu()
+    model.to("cpu")
+    torch.testing.assert_close(got, want)
+    real, dry = real_and_dry(model, {"x": x}, _train)
+    assert real["ops"]["_grouped_mm"][:2] == ("native", 2)  # forward and the weight gradient
+    assert dry == real  # the real offsets split 4/5/3, the dry run knows none: same charge
+    with trn_notebook.dryrun() as run:
+        _Experts().to("neuron")(torch.randn(12, 8, device="neuron"))
+    assert run.assumptions and run.assumptions[0].startswith(GROUPED_MM_ASSUMED)
+    assert "balanced routing, assumed" in run.summary()

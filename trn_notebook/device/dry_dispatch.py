@@ -145,6 +145,7 @@ class DryMode(TorchDispatchMode):
         self.on_data_dependent = on_data_dependent
         self._findings: dict[tuple[str, str, str], Finding] = {}
         self.ops = 0
+        self.assumptions: dict[str, int] = {}  # what a charge assumed where the dry run lacks values -> calls
         # Non-aten ops with a charge of their own: func -> hook(func, args, kwargs, fake) returning the result
         # (``fake(func, args, kwargs)`` gives it the shape-only one). Layers above the device install them.
         self.hooks: dict[Any, Callable[..., Any]] = {}
@@ -439,6 +440,10 @@ class DryMode(TorchDispatchMode):
         key = (kind, op, source)
         seen = self._findings.get(key)
         self._findings[key] = Finding(kind, op, source, stand_in, 1 if seen is None else seen.count + 1)
+
+    def assume(self, statement: str) -> None:
+        """Record an assumption a charge made for want of values (stated in the run's output)."""
+        self.assumptions[statement] = self.assumptions.get(statement, 0) + 1
 
     @property
     def findings(self) -> list[Finding]:

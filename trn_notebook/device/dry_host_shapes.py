@@ -48,7 +48,33 @@ def _batch_norm_backward(mode: DryMode, func: Any, args: tuple[Any, ...], kwargs
     return kept
 
 
+GROUPED_MM_ASSUMED = (
+    "aten::_grouped_mm (MoE experts): balanced routing, assumed: the dry run has no routing, so the per-group "
+    "token offsets are unknown; the charge is the op's total shapes (2·M·N·K over all groups, the same for any "
+    "split), with each expert's matmul taken as an equal share"
+)
+
+
+def _grouped_mm(mode: DryMode, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``_grouped_mm``: the device runs it with the CPU kernel, which takes any float dtype; torch's meta kernel
+    follows CUDA's (bf16 only, padded strides). The result: (M, N) for 2-D x 3-D and 3-D x 2-D, (G, M, N) for
+    2-D x 2-D (G = the offsets' length) and 3-D x 3-D, contiguous, in ``out_dtype`` or the inputs' dtype."""
+    a, b = args[0], args[1]
+    offs = args[2] if len(args) > 2 else kwargs.get("offs")
+    out_dtype = (args[4] if len(args) > 4 else kwargs.get("out_dtype")) or a.dtype
+    if a.dim() == 2 and b.dim() == 2:
+        shape = [offs.shape[0] if offs is not None else 1, a.shape[0], b.shape[1]]
+    elif a.dim() == 3 and b.dim() == 3:
+        shape = [a.shape[0], a.shape[1], b.shape[2]]
+    else:
+        shape = [a.shape[-2], b.shape[-1]]
+    if offs is not None:
+        mode.assume(GROUPED_MM_ASSUMED)
+    return mode._fake(aten.empty.memory_format, (shape,), {"dtype": out_dtype, "device": a.device})
+
+
 SPECIAL: dict[Any, Callable[..., Any]] = {
+    aten._grouped_mm.default: _grouped_mm,
     aten.native_batch_norm.default: _batch_norm_eval,
     aten.native_batch_norm_backward.default: _batch_norm_backward,
 }
