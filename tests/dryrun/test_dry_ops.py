@@ -49,9 +49,9 @@ def test_composites_cpu_indices_and_eval_batch_norm_dry_equal_real(fresh_device)
 class _Experts(torch.nn.Module):
     """MoE experts as transformers runs them: one ``_grouped_mm`` over tokens sorted by expert."""
 
-    def __init__(self) -> None:
+    def __init__(self, n: int = 4) -> None:
         super().__init__()
-        self.w = torch.nn.Parameter(torch.randn(3, 8, 4))
+        self.w = torch.nn.Parameter(torch.randn(3, 8, n))
         self.offs = torch.tensor([4, 9, 12], dtype=torch.int32)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -75,3 +75,22 @@ def test_grouped_mm_is_one_native_kernel_charged_from_its_shapes(fresh_device) -
         _Experts().to("neuron")(torch.randn(12, 8, device="neuron"))
     assert run.assumptions and run.assumptions[0].startswith(GROUPED_MM_ASSUMED)
     assert "balanced routing, assumed" in run.summary()
+
+
+def test_compiled_grouped_mm_lowers_and_states_its_assumption(fresh_compiler) -> None:
+    import trn_notebook
+    from trn_notebook.device.dry_host_shapes import GROUPED_MM_ASSUMED
+
+    # bf16 (torch's meta kernel, which dynamo traces with, takes only bf16) and 16-byte-aligned rows (n = 8)
+    model, x = _Experts(8).to(torch.bfloat16), torch.randn(12, 8, dtype=torch.bfloat16)
+    with torch.no_grad():
+        want = model(x)
+        got = torch.compile(model.to("neuron"), backend="neuron")(x.to("neuron")).cpu()
+    torch.testing.assert_close(got, want)  # one graph with the grouped matmul lowered (no eager fallback)
+    torch._dynamo.reset()
+    with trn_notebook.dryrun() as run, torch.no_grad():
+        m = _Experts(8).to(torch.bfloat16).to("neuron")
+        torch.compile(m, backend="neuron")(torch.randn(12, 8, dtype=torch.bfloat16, device="neuron"))
+    ops = run.figures.placement
+    assert any(op.startswith("graph:") for op in ops) and "_grouped_mm" not in ops, list(ops)
+    assert run.assumptions and run.assumptions[0].startswith(GROUPED_MM_ASSUMED)
