@@ -82,7 +82,8 @@ def dry_markdown(cards: list[DryCard], command: str, note: str = "") -> str:
         "`tests/dryrun/test_truth.py` runs each zoo model at tiny size for real on the simulator and then under "
         "`dryrun()` and compares placement per op, modeled clocks and every allocator figure (the quick subset in "
         "CI; the whole zoo with `TRN_TRUTH_ALL=1`). Surveyed for every zoo model in the eager forward and training "
-        "step (the compiled forward and training step for gpt2 and llama, the compiled forward for mixtral, where they agree): identical figures "
+        "step (the compiled forward and training step for gpt2 and llama, the compiled forward for mixtral, bloom, "
+        "beit, whisper and resnet, where they agree): identical figures "
         "except:",
         "",
     ]
