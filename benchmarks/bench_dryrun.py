@@ -6,7 +6,8 @@ step (forward, backward, AdamW), plus the dry-run overhead per op (dry ÷ plain 
 published ones (``transformers`` configs only; nothing is downloaded). The model is built on the device, so its random initialisation (drawn on the host by the simulator:
 ``normal_``/``uniform_`` fallbacks) is part of the dry figures. Run: ``python benchmarks/bench_dryrun.py
 [--tokens 2048] [--skip-train]``; ``--ranks``: FSDP2 over 64 fake ranks of an 8B step and ``plan()`` over 6
-layouts, against a one-rank dry step of the same model; ``--compiled [--layers N]``: the 70B forward compiled
+layouts, against a one-rank dry step of the same model; ``--memtracker``: the 8B step's memory by category
+against torch's ``MemTracker``; ``--compiled [--layers N]``: the 70B forward compiled
 (cold) under ``dryrun()``, against dynamo + AOT alone on the same graph (``backend="aot_eager"`` under a plain
 ``FakeTensorMode``).
 """
@@ -111,6 +112,42 @@ def compiled_figures(layers: int, tokens: int) -> None:
     print("  " + run.summary().replace("\n", "\n  "))
 
 
+def memtracker_figures(tokens: int) -> None:
+    """The 8B training step's dry memory by category against torch's MemTracker at the peak (issue 25 item 7)."""
+    from torch.distributed._tools.mem_tracker import MemTracker
+
+    t0 = time.perf_counter()
+    with trn_notebook.dryrun(capacity=1 << 44, categories=True) as run:
+        cfg = transformers.LlamaConfig(**LLAMA_8B)
+        with torch.device("neuron"), _bf16():
+            model = transformers.LlamaForCausalLM(cfg)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
+        run.track(model, opt)
+        tracker = MemTracker()
+        tracker.track_external(model, opt)
+        with tracker:
+            ids = torch.zeros(1, tokens, dtype=torch.long, device="neuron")
+            model(input_ids=ids, labels=ids, use_cache=False).loss.backward()
+            opt.step()
+            opt.zero_grad()
+        peak = tracker.get_tracker_snapshot("peak")
+    wall = time.perf_counter() - t0
+    theirs = {
+        str(k).split(".")[-1]: v for dev, d in peak.items() if str(dev).startswith("neuron") for k, v in d.items()
+    }
+    ours = run.by_category or {}
+    gib = 2**30
+    print(f"8B training step at {tokens} tokens, dry with MemTracker: {wall:.1f} s, peak RSS so far {_rss_mb():.0f} MB")
+    print("  ours at the allocated peak (modeled): " + ", ".join(f"{k} {v / gib:.2f} GiB" for k, v in ours.items()))
+    print("  MemTracker at its peak: " + ", ".join(f"{k} {v / gib:.2f} GiB" for k, v in theirs.items()))
+    pairs = [("parameters", ["PARAM", "BUFFER"]), ("gradients", ["GRAD"]), ("activations", ["ACT"])]
+    pairs += [("optimizer state + temporaries", ["OPT", "TEMP"])]
+    for name, keys in pairs:
+        a = sum(ours.get(k, 0) for k in name.split(" + "))
+        b = sum(theirs.get(k, 0) for k in keys)
+        print(f"  {name}: ours {a / gib:.3f} GiB, MemTracker {b / gib:.3f} GiB ({(a - b) / max(b, 1):+.1%})")
+
+
 def _plain(fn, *args) -> float:
     t0 = time.perf_counter()
     with FakeTensorMode(allow_non_fake_inputs=True):
@@ -134,7 +171,12 @@ def main() -> None:
     ap.add_argument("--ranks", action="store_true", help="only the figures of dry ranks: FSDP2 x64 and plan() x6")
     ap.add_argument("--compiled", action="store_true", help="only the compiled 70B forward, dry vs dynamo + AOT")
     ap.add_argument("--layers", type=int, default=80, help="layers of the 70B for --compiled (default all 80)")
+    ap.add_argument("--memtracker", action="store_true", help="only the 8B step's categories against MemTracker")
     args = ap.parse_args()
+    if args.memtracker:
+        print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores; torch {torch.__version__}")
+        memtracker_figures(args.train_tokens)
+        return
     if args.compiled:
         print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores; torch {torch.__version__}")
         compiled_figures(args.layers, args.tokens)

@@ -37,6 +37,7 @@ CONSTANTS: dict[str, str] = {
     # third release (issues 25, 26, 28): fixed tables and caches derived from fixed inputs
     "device/accelerator_ops.py:_DECOMPOSITIONS": "op name -> decomposition, a fixed table",
     "device/chips.py:INF2": "Inferentia2's published figures (a ChipSpec, frozen)",
+    "device/dry_host_shapes.py:SPECIAL": "op -> the CPU kernel's result shapes in a dry run, a fixed table",
     "device/dry_dispatch.py:_STAND_IN": "dtype -> stand-in value of a dry value read, a fixed table",
     "device/dry_dispatch.py:_routes": "memo: an OpOverload's dispatch route, derived from the dispatcher's tables",
     "device/dryrun.py:_active": "thread-local pointer to the running dry session, owned by DrySession",

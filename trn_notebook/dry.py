@@ -144,6 +144,11 @@ class DryRun(Result):
         return self.figures.findings
 
     @property
+    def assumptions(self) -> tuple[str, ...]:
+        """What charges assumed for want of values, with their calls (MoE: balanced routing, assumed)."""
+        return self.figures.assumptions
+
+    @property
     def compiled(self) -> list[Any]:
         """Compile records of the graphs the run launched: ``torch.compile(backend="neuron")`` inside a dry run
         compiles for real (capture, AOT, our IR, passes, schedule) on shape-only inputs, and each run of a
@@ -218,6 +223,9 @@ class DryRun(Result):
         if f.findings:
             lines.append(f"  {plural(len(f.findings), 'value read')} (host syncs on the real device):")
             lines.extend(f"    {x}" for x in f.findings)
+        if f.assumptions:
+            lines.append("  assumed (no values in a dry run):")
+            lines.extend(f"    {x}" for x in f.assumptions)
         lines.append(
             f"  (the dry run itself took {fmt_s(f.wall_s or c.wall_s)} of wall time here; not a device figure)"
         )

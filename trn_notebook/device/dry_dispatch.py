@@ -33,6 +33,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import config as _config
 from . import dispatch as _d
+from . import dry_host_shapes as _host_shapes
 from .dry_host import RealHost
 from .fake_alloc import StorageTracker
 from .kernels import _check_dtype, _check_index, _check_size
@@ -144,6 +145,7 @@ class DryMode(TorchDispatchMode):
         self.on_data_dependent = on_data_dependent
         self._findings: dict[tuple[str, str, str], Finding] = {}
         self.ops = 0
+        self.assumptions: dict[str, int] = {}  # what a charge assumed where the dry run lacks values -> calls
         # Non-aten ops with a charge of their own: func -> hook(func, args, kwargs, fake) returning the result
         # (``fake(func, args, kwargs)`` gives it the shape-only one). Layers above the device install them.
         self.hooks: dict[Any, Callable[..., Any]] = {}
@@ -220,7 +222,10 @@ class DryMode(TorchDispatchMode):
     def _composite_call(self, func: Any, key: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         self._composite.append(func)
         try:
-            with self:
+            # A C++ composite may build host (CPU) bookkeeping tensors from no tensor at all and read their values
+            # (torch's repeat: arange/cat/flatten of a permutation it passes to permute): on the device those are
+            # real host tensors, so they are here too (``self.host``: ops on real host tensors run for real).
+            with self, self.host:
                 out = func._op_dk(key, *args, **kwargs)
         finally:
             self._composite.pop()
@@ -314,8 +319,10 @@ class DryMode(TorchDispatchMode):
                 for x in v:
                     if isinstance(x, _Tensor) and x.device.type == "neuron":
                         device_arg(x, False)
-        if foreign and pairs and not info.name.startswith("index"):
-            raise _d._same_device_error(info.name)
+        if foreign and pairs:
+            if not info.name.lstrip("_").startswith("index"):  # CPU indices, as on CUDA (dispatch._run)
+                raise _d._same_device_error(info.name)
+            args = _host_shapes.indices_on_device(self, args, pairs[0][0].device)
         if category == "native" and dtype is not None and dtype not in native:
             if cfg.fallback_only_for_unimplemented:
                 raise RuntimeError(
@@ -329,7 +336,8 @@ class DryMode(TorchDispatchMode):
                 f"aten::{info.name} would fall back to CPU ({info.reason or 'no native kernel'}) and strict "
                 "mode is on; run it on the CPU explicitly or turn strict mode off (%%trn eager without --strict)"
             )
-        result = self._fake(func, args, kwargs)
+        special = _host_shapes.SPECIAL.get(func)
+        result = special(self, func, args, kwargs) if special is not None else self._fake(func, args, kwargs)
         if info.mutable:
             for _, n in pairs:
                 self.tracker.retrack(n)
@@ -432,6 +440,10 @@ class DryMode(TorchDispatchMode):
         key = (kind, op, source)
         seen = self._findings.get(key)
         self._findings[key] = Finding(kind, op, source, stand_in, 1 if seen is None else seen.count + 1)
+
+    def assume(self, statement: str) -> None:
+        """Record an assumption a charge made for want of values (stated in the run's output)."""
+        self.assumptions[statement] = self.assumptions.get(statement, 0) + 1
 
     @property
     def findings(self) -> list[Finding]:

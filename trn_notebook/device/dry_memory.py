@@ -6,7 +6,8 @@ for each storage live at the peak (:attr:`~.fake_alloc.StorageTracker.peak_live`
 1. **parameters** (and buffers): storages of the tracked modules' parameters and buffers at the end of
    the run; for FSDP2 modules (``fully_shard``) both the local shards and the unsharded parameters the
    all-gathers fill;
-2. **gradients**: storages of those parameters' ``.grad``;
+2. **gradients**: storages of those parameters' ``.grad`` (at the end of the run, and each one autograd
+   accumulated during it: a gradient freed by ``zero_grad()`` before the end still counts at the peak);
 3. **optimizer state**: tensors in the tracked optimizers' ``state`` (AdamW's ``exp_avg``, ``exp_avg_sq``);
 4. **collective buffers**: storages given to or returned by a collective (labelled when it ran);
 5. **activations**: storages autograd saved for the backward pass (a ``saved_tensors_hooks`` pack
@@ -58,6 +59,7 @@ class MemoryCategories:
         self.modules: list[nn.Module] = []
         self.optimizers: list[torch.optim.Optimizer] = []
         self._hooks: Any = None
+        self._grad_hooks: list[Any] = []
 
     def track(self, *objects: Any) -> None:
         """Name the modules and optimizers whose tensors are parameters, gradients and optimizer state.
@@ -67,6 +69,9 @@ class MemoryCategories:
         for obj in objects:
             if isinstance(obj, nn.Module):
                 self.modules.append(obj)
+                for p in obj.parameters():  # a gradient freed before the run ends (zero_grad) still counts as one
+                    if p.requires_grad:
+                        self._grad_hooks.append(p.register_post_accumulate_grad_hook(self._label_grad))
             elif isinstance(obj, torch.optim.Optimizer):
                 self.optimizers.append(obj)
             else:
@@ -78,6 +83,11 @@ class MemoryCategories:
             self.tracker.label(local, "activations")
         return t
 
+    def _label_grad(self, p: torch.Tensor) -> None:
+        local = _local(p.grad)
+        if local is not None:
+            self.tracker.label(local, "gradients")
+
     def __enter__(self) -> MemoryCategories:
         self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, lambda t: t)
         self._hooks.__enter__()
@@ -87,6 +97,9 @@ class MemoryCategories:
         if self._hooks is not None:
             self._hooks.__exit__(tp, exc, tb)
             self._hooks = None
+        for h in self._grad_hooks:
+            h.remove()
+        self._grad_hooks.clear()
 
     def breakdown(self, at: str = "peak") -> dict[str, int]:
         """Bytes (allocator blocks) per category at the allocated peak (they sum to the peak allocated), or

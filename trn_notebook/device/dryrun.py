@@ -61,6 +61,7 @@ class DryFigures:
     findings: tuple[Finding, ...]
     ops: int
     wall_s: float
+    assumptions: tuple[str, ...] = ()  # what charges assumed for want of values ("balanced routing, assumed")
 
 
 class DrySession:
@@ -142,6 +143,7 @@ class DrySession:
             tuple(self.mode.findings),
             self.mode.ops,
             self.wall_s,
+            tuple(f"{a} (×{n})" for a, n in self.mode.assumptions.items()),
         )
 
     def phase(self, name: str) -> Any:

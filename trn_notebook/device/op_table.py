@@ -14,6 +14,7 @@ from .registry import (
     conv_backward_flops,
     conv_flops,
     cubic_flops,
+    grouped_mm_flops,
     matmul_flops,
     op,
     sdpa_backward_flops,
@@ -149,7 +150,9 @@ RECORDS = (
     op("_fused_sgd", NATIVE),
     op("gather", NATIVE, ir="gather", kind=LIBRARY, i64_index=True),
     op("gelu_backward", NATIVE, direct=("default",), ir="gelu_backward", kind=POINTWISE, trans=True),
-    op("_grouped_mm", NATIVE),
+    # MoE experts: one kernel over all groups (torch's composite would read the offsets on the host and run one mm
+    # per group); its cost is its total shapes', independent of the routing (registry.grouped_mm_flops)
+    op("_grouped_mm", NATIVE, flops=grouped_mm_flops, direct=("default",), ir="grouped_mm", kind=MATMUL_K),
     op("hardtanh_backward", NATIVE, ir="hardtanh_backward", kind=POINTWISE),
     op("index", NATIVE, ir="index", over=("Tensor",), kind=LIBRARY, i64_index=True),
     op("index_add", NATIVE, numerics=SCATTER),

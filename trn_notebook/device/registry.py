@@ -114,6 +114,17 @@ def matmul_flops(ins: Shapes, out_numel: int) -> float:
     return 2.0 * out_numel * k
 
 
+def grouped_mm_flops(ins: Shapes, out_numel: int) -> float:
+    """``_grouped_mm``: 2·M·N·K summed over the groups, which is the same whatever the offsets split (routing).
+
+    2-D x 2-D (a weight gradient: groups split the contracted dimension, the output stacks them) is 2·M·N·K of
+    the whole; otherwise (2-D x 3-D, 3-D x 2-D, 3-D x 3-D) output elements times the contracted dimension."""
+    a, b = ins[0], ins[1]
+    if len(a) == 2 and len(b) == 2:
+        return 2.0 * a[0] * a[1] * b[1]
+    return 2.0 * out_numel * a[-1]
+
+
 def conv_flops(ins: Shapes, out_numel: int) -> float:
     """2 · output elements · (weight elements per output channel); weight is the second input."""
     if len(ins) < 2:

@@ -38,11 +38,10 @@ def dry_markdown(cards: list[DryCard], command: str, note: str = "") -> str:
         f"chips ≥ = the peak over one {CHIP}'s HBM, a lower bound if the job could be split perfectly. **Wall and RSS "
         "are measured** here for the dry run itself (machine load in the command note).",
         "",
-        "Read with care: **MoE cards** (Mixtral, DeepSeek-V3): `neuron` has no `_grouped_mm` kernel, so torch's "
-        "composite runs it: it reads the per-expert token offsets on the host (transformers/integrations/moe.py:379, "
-        "counted under value reads) and runs one matmul per expert. A dry run has no routing and stands in 0 for the "
-        "offsets, so the experts' matmuls are charged as (nearly) empty: **the MoE step times leave out the routed "
-        "expert compute** (an underestimate); parameter, optimizer and peak memory are shape facts and hold. Every "
+        "Read with care: **MoE cards** (Mixtral, DeepSeek-V3): the experts run as one `aten::_grouped_mm` kernel on "
+        "`neuron`, charged from its total shapes (2·M·N·K over all experts, the same for any split of the tokens); "
+        "a dry run has no routing, so each expert's share is **balanced routing, assumed** (stated in the run's "
+        "output); imbalanced routing on a device would change each expert's matmul efficiency, which this charge does not model. Every "
         "card: transformers' packed-sequence check (masking_utils.py:761) is a value read whose stand-in (False) keeps "
         "the packed-sequence "
         "mask a real run drops (a few MB of temporaries).",
@@ -83,7 +82,8 @@ def dry_markdown(cards: list[DryCard], command: str, note: str = "") -> str:
         "`tests/dryrun/test_truth.py` runs each zoo model at tiny size for real on the simulator and then under "
         "`dryrun()` and compares placement per op, modeled clocks and every allocator figure (the quick subset in "
         "CI; the whole zoo with `TRN_TRUTH_ALL=1`). Surveyed for every zoo model in the eager forward and training "
-        "step (the compiled forward and training step for gpt2 and llama only, where they agree): identical figures "
+        "step (the compiled forward and training step for gpt2 and llama, the compiled forward for mixtral, bloom, "
+        "beit, whisper and resnet, where they agree): identical figures "
         "except:",
         "",
     ]
