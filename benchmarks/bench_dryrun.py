@@ -9,7 +9,10 @@ published ones (``transformers`` configs only; nothing is downloaded). The model
 layouts, against a one-rank dry step of the same model; ``--memtracker``: the 8B step's memory by category
 against torch's ``MemTracker``; ``--compiled [--layers N]``: the 70B forward compiled
 (cold) under ``dryrun()``, against dynamo + AOT alone on the same graph (``backend="aot_eager"`` under a plain
-``FakeTensorMode``).
+``FakeTensorMode``); ``--alternations N``: eager -> dry run -> eager N times (issue 48: 0 hangs in 1,000);
+``--smallest``: the smallest configuration, which CI runs. Every configuration starts with eager work on the
+device, as a notebook does, and the 70B and 8B rows run in a default ``dryrun()`` (the device's capacity: over
+it the run goes on and reports the peak and the cores it needs).
 """
 
 from __future__ import annotations
@@ -155,11 +158,61 @@ def _plain(fn, *args) -> float:
     return time.perf_counter() - t0
 
 
-def _dry(fn, *args) -> tuple[float, trn_notebook.DryRun]:
+def _dry(fn, *args, capacity: int | None = 1 << 44) -> tuple[float, trn_notebook.DryRun]:
+    """``fn(*args)`` in a dry run: with ``capacity=None`` the default one (the device's capacity; over it the
+    run goes on and says how much it needs), else room for the whole job."""
     t0 = time.perf_counter()
-    with trn_notebook.dryrun(capacity=1 << 44) as run:  # room for the whole job: its peak is the answer
+    with trn_notebook.dryrun(capacity=capacity) as run:
         fn(*args)
     return time.perf_counter() - t0, run
+
+
+def _eager_warmup() -> None:
+    """What a notebook does before it asks "will it fit": a few eager cells on the device (issue 48: a dry run
+    after any eager op used to hang on the books' lock)."""
+    x = torch.randn(4, 4, device="neuron")
+    for _ in range(3):
+        y = x + x
+    (y @ x).sum().item()
+
+
+def alternations(n: int) -> None:
+    """Eager -> dry run -> eager, ``n`` times in this process; a hang dumps every stack and exits (faulthandler)."""
+    import faulthandler
+
+    _eager_warmup()
+    t0 = time.perf_counter()
+    for i in range(n):
+        faulthandler.dump_traceback_later(60, exit=True)  # one alternation takes milliseconds
+        x = torch.full((4, 4), float(i), device="neuron")
+        (x + x).sum()
+        with trn_notebook.dryrun() as run:
+            torch.ones(8, device="neuron") * 2
+        assert run.placement.total_calls >= 2
+        faulthandler.cancel_dump_traceback_later()
+    wall = time.perf_counter() - t0
+    print(f"eager -> dry run -> eager alternations: {n} returned, 0 hangs, {wall:.2f} s "
+          f"({wall / n * 1e3:.2f} ms each)")  # fmt: skip
+
+
+def smallest() -> None:
+    """The smallest configuration (CI runs it: tests/dryrun/test_bench_dryrun.py): after eager warm-up, a
+    2-layer 8B-shaped forward at 64 tokens dry against plain FakeTensorMode, over capacity in a default dry run
+    (a 512 MiB capacity), and 20 alternations."""
+    dims = {**LLAMA_8B, "num_hidden_layers": 2, "vocab_size": 8192}
+    _plain(_forward, dims, 64)  # warm-up, not timed
+    plain = _plain(_forward, dims, 64)
+    trn_notebook.set_memory_capacity(512 << 20)
+    try:
+        dry_s, run = _dry(_forward, dims, 64, capacity=None)
+    finally:
+        trn_notebook.set_memory_capacity(None)
+    need = run.need
+    print(f"8B-shaped forward, 2 layers, 64 tokens: dry {dry_s:.2f} s, plain FakeTensorMode {plain:.2f} s "
+          f"(dry / plain = {dry_s / plain:.2f}x); fits {run.fits}; needs {need.peak_allocated / 2**30:.2f} GiB "
+          f"on >= {need.min_cores} logical cores")  # fmt: skip
+    print("  " + run.summary().replace("\n", "\n  "))
+    alternations(20)
 
 
 def main() -> None:
@@ -172,7 +225,18 @@ def main() -> None:
     ap.add_argument("--compiled", action="store_true", help="only the compiled 70B forward, dry vs dynamo + AOT")
     ap.add_argument("--layers", type=int, default=80, help="layers of the 70B for --compiled (default all 80)")
     ap.add_argument("--memtracker", action="store_true", help="only the 8B step's categories against MemTracker")
+    ap.add_argument("--alternations", type=int, default=0, metavar="N", help="only N eager/dry/eager alternations")
+    ap.add_argument("--smallest", action="store_true", help="only the smallest configuration (what CI runs)")
     args = ap.parse_args()
+    _eager_warmup()  # every configuration starts as a notebook does: eager cells first
+    if args.smallest:
+        print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores; torch {torch.__version__}")
+        smallest()
+        return
+    if args.alternations:
+        print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores; torch {torch.__version__}")
+        alternations(args.alternations)
+        return
     if args.memtracker:
         print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores; torch {torch.__version__}")
         memtracker_figures(args.train_tokens)
@@ -193,14 +257,13 @@ def main() -> None:
     _dry(_forward, {**LLAMA_8B, "num_hidden_layers": 1}, 16)
     for name, fn, dims, tokens in rows:
         plain = _plain(fn, dims, tokens)
-        dry_s, run = _dry(fn, dims, tokens)
+        dry_s, run = _dry(fn, dims, tokens, capacity=None)  # a default dry run: over capacity is a finding
         ops = run.placement.total_calls if hasattr(run.placement, "total_calls") else None
         print(f"{name} at {tokens} tokens: dry {dry_s:.1f} s, plain FakeTensorMode {plain:.1f} s "
               f"(dry / plain = {dry_s / plain:.2f}x); peak RSS so far {_rss_mb():.0f} MB; ops {ops}")  # fmt: skip
-        core = trn_notebook.device.runtime.allocator.snapshot().capacity
-        peak = run.memory.counters.peak_allocated
-        print(f"  peak allocated {peak / 2**30:.1f} GiB against {core / 2**30:.0f} GiB of HBM per logical core: "
-              f"{'fits' if peak <= core else 'does not fit on one core'}")  # fmt: skip
+        need = run.need
+        print(f"  peak allocated {need.peak_allocated / 2**30:.1f} GiB against {need.capacity / 2**30:.0f} GiB of HBM "
+              f"per logical core: {'fits' if run.fits else f'needs >= {need.min_cores} logical cores'}")  # fmt: skip
         print("  " + run.summary().replace("\n", "\n  "))
 
 

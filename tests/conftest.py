@@ -3,6 +3,12 @@
 from __future__ import annotations
 
 import gc
+import os
+
+# Every lock of the package checks the documented order as it is taken (trn_notebook/locks.py): a lock taken
+# against it raises LockOrderError naming both locks instead of deadlocking. Set before torch is imported
+# (importing torch loads trn_notebook through its torch.backends entry point); notebook kernels inherit it.
+os.environ.setdefault("TRN_NOTEBOOK_LOCK_CHECK", "1")
 
 import pytest
 import torch
@@ -42,3 +48,37 @@ def _no_leaked_torch_globals():
     torch.set_default_device(None)
     torch.set_default_dtype(torch.float32)
     torch.__future__.set_overwrite_module_params_on_conversion(False)
+
+
+# --- what did not run (issue 49 item 4) ------------------------------------------------------------------------
+_skipped: list[pytest.TestReport] = []
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.skipped and not hasattr(report, "wasxfail"):
+        _skipped.append(report)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    from tests.skip_groups import summary_lines
+
+    lines = summary_lines(_skipped)
+    if lines:
+        terminalreporter.section("what did not run", sep="-")
+        for line in lines:
+            terminalreporter.line(line)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    from tests.skip_groups import browser_required, skip_group
+
+    browser_skips = [r for r in _skipped if skip_group(r) == "browser"]
+    if browser_required() and browser_skips:
+        tr = session.config.pluginmanager.get_plugin("terminalreporter")
+        if tr is not None:
+            tr.write_line(
+                f"FAILED: {len(browser_skips)} browser tests skipped although chromium is installed "
+                f"(TRN_NOTEBOOK_REQUIRE_BROWSER=1), first: {browser_skips[0].nodeid}",
+                red=True,
+            )
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -41,6 +41,8 @@ CONSTANTS: dict[str, str] = {
     "device/dry_dispatch.py:_STAND_IN": "dtype -> stand-in value of a dry value read, a fixed table",
     "device/dry_dispatch.py:_routes": "memo: an OpOverload's dispatch route, derived from the dispatcher's tables",
     "device/dryrun.py:_active": "thread-local pointer to the running dry session, owned by DrySession",
+    "locks.py:_RANK": "each lock rank's position in ORDER (built from ORDER at import)",
+    "locks.py:_held": "thread-local stack of the checked locks a thread holds (taken and released with them)",
     "fidelity/configs.py:DEEPSEEK_V3": "published model dimensions",
     "fidelity/configs.py:LLAMA_70B": "published model dimensions",
     "fidelity/configs.py:LLAMA_8B": "published model dimensions",

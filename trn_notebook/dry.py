@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
@@ -27,6 +28,7 @@ from .device.clocks import ClockSnapshot
 from .device.dry_dispatch import DryRunError, Finding
 from .device.dry_memory import CATEGORIES, MemoryCategories
 from .device.dryrun import DryFigures, DrySession, active, dry_runs, is_dry
+from .device.fake_alloc import Crossing
 from .display.format import fmt_bytes, fmt_compile, fmt_pct, fmt_s, plural
 from .display.results import Preformatted, Result
 from .facts.base import Placement
@@ -48,8 +50,9 @@ class DryRun(Result):
         mesh_shape: Sequence[int] | None = None,
         mesh_dim_names: Sequence[str] | None = None,
         categories: bool | None = None,
+        strict: bool = False,
     ):
-        self._session = DrySession(label, capacity=capacity, on_data_dependent=on_data_dependent)
+        self._session = DrySession(label, capacity=capacity, on_data_dependent=on_data_dependent, strict=strict)
         self.oom: OutOfDeviceMemory | None = None
         self.ranks: Any = None
         if world_size is not None or mesh_shape is not None:
@@ -166,6 +169,11 @@ class DryRun(Result):
         """True when no allocation exceeded the modeled HBM capacity of one logical core."""
         return self.oom is None and self.memory.counters.num_ooms == 0
 
+    @property
+    def need(self) -> CapacityNeed:
+        """What the run needs against the capacity: its peak, where it first crossed, how many cores hold it."""
+        return capacity_need(self.figures)
+
     def summary(self) -> str:
         """The figures as labelled text (every line says it is modeled; the header says it is dry)."""
         f = self.figures
@@ -218,8 +226,7 @@ class DryRun(Result):
             )
         lines.extend(f"  {n}" for n in self.notes)
         if self.oom is not None or mc.num_ooms:
-            asked = fmt_bytes(self.oom.asked) if self.oom is not None else "?"
-            lines.append(f"  DOES NOT FIT (modeled): out of memory asking for {asked} in phase {m.phase}")
+            lines.extend(f"  {x}" for x in self.need.lines(self.oom))
         if f.findings:
             lines.append(f"  {plural(len(f.findings), 'value read')} (host syncs on the real device):")
             lines.extend(f"    {x}" for x in f.findings)
@@ -234,6 +241,71 @@ class DryRun(Result):
     def parts(self) -> list[Result]:
         """The one rendering of a dry run (``repr``, ``_repr_html_`` and ``%%trn dryrun`` all show it)."""
         return [Preformatted("", self.summary())]
+
+
+@dataclass(frozen=True)
+class CapacityNeed:
+    """A dry run's memory against the modeled capacity of one logical core (all modeled).
+
+    ``min_cores``/``min_chips``: the fewest logical cores (and chips of the run's chip) whose capacity adds up
+    to the peak allocated — assumed: every byte sharded evenly, nothing replicated; ``trn_notebook.plan()``
+    models real layouts (TP, FSDP) and what they replicate.
+    """
+
+    peak_allocated: int
+    peak_reserved: int
+    capacity: int
+    crossing: Crossing | None
+    min_cores: int
+    min_chips: int
+    cores_per_chip: int
+    chip: str
+    ooms: int = 0  # allocations refused (a strict run stops at the first; the user's code may have caught it)
+    first_refused: tuple[int, str] | None = None  # (bytes asked, phase) of the first refused allocation
+
+    @property
+    def fits(self) -> bool:
+        """True when the peak never needed more than the capacity and nothing was refused."""
+        return self.crossing is None and self.ooms == 0 and self.peak_reserved <= self.capacity
+
+    def lines(self, oom: OutOfDeviceMemory | None = None) -> list[str]:
+        """The finding as labelled text lines (modeled / assumed), or ``[]`` when the run fit."""
+        if self.fits and oom is None:
+            return []
+        x = self.crossing
+        if x is None:  # a strict run stopped at the crossing: the peak is only what it reached
+            asked_bytes = oom.asked if oom is not None else (self.first_refused or (None, ""))[0]
+            asked = fmt_bytes(asked_bytes) if asked_bytes is not None else "an unknown size"
+            phase = f" in phase {self.first_refused[1]}" if self.first_refused else ""
+            return [
+                f"DOES NOT FIT (modeled): out of memory{phase} asking for {asked} with "
+                f"{fmt_bytes(self.peak_allocated)} allocated at the peak of {fmt_bytes(self.capacity)} (strict: the "
+                "run stopped there; without strict=True it goes on and reports the peak it needs)"
+            ]
+        return [
+            f"DOES NOT FIT (modeled): needs peak allocated {fmt_bytes(self.peak_allocated)} (reserved "
+            f"{fmt_bytes(self.peak_reserved)}) against {fmt_bytes(self.capacity)} per logical core "
+            f"({self.peak_allocated / self.capacity:.2f}×)",
+            f"  first over capacity in phase {x.phase} at {x.source or 'an unknown line'}: asking for "
+            f"{fmt_bytes(x.asked)} with {fmt_bytes(x.allocated)} allocated, {fmt_bytes(x.reserved)} reserved "
+            "(the real device stops there with OutOfDeviceMemory; the dry run went on)",
+            f"  holds on ≥ {plural(self.min_cores, 'logical core')} = ≥ {plural(self.min_chips, 'chip')} of "
+            f"{self.chip} ({self.cores_per_chip} logical cores each) if every byte is sharded evenly (assumed; "
+            "trn_notebook.plan() models real layouts)",
+        ]
+
+
+def capacity_need(f: DryFigures) -> CapacityNeed:
+    """The :class:`CapacityNeed` of a dry run's figures (the one place it is computed)."""
+    mc = f.memory.counters
+    capacity = max(f.memory.capacity, 1)
+    cores = max(1, math.ceil(mc.peak_allocated / capacity))
+    per_chip = max(f.logical_cores, 1)
+    refused = f.memory.oom_events[0] if f.memory.oom_events else None
+    return CapacityNeed(
+        mc.peak_allocated, mc.peak_reserved, f.memory.capacity, f.crossing, cores, math.ceil(cores / per_chip),
+        per_chip, f.chip, mc.num_ooms, (refused[1], refused[2]) if refused else None,
+    )  # fmt: skip
 
 
 @contextmanager
@@ -273,14 +345,20 @@ def dryrun(
     mesh_shape: Sequence[int] | None = None,
     mesh_dim_names: Sequence[str] | None = None,
     categories: bool | None = None,
+    strict: bool = False,
 ) -> DryRun:
     """A dry run of the ``neuron`` device: ``with trn_notebook.dryrun() as run: ...`` then ``run.summary()``.
 
     ``capacity``: modeled HBM bytes (default: the device's current capacity). ``on_data_dependent``:
     ``"continue"`` (default; value reads become findings with a stand-in) or ``"raise"`` (a
     :class:`DryRunError` at the first). Raises ``ValueError`` for another value, ``RuntimeError`` when a
-    dry run is already active in the thread; an :class:`OutOfDeviceMemory` inside the run propagates
-    (the run keeps it as :attr:`DryRun.oom`, ``run.fits`` is then False).
+    dry run is already active in the thread.
+
+    Over capacity is a finding, not the end: by default the run goes on past the first allocation the device
+    would refuse; ``run.fits`` is then False and ``run.need`` (and the summary) give the peak it needs, the
+    phase and source line where it first crossed the capacity, and the fewest logical cores and chips that
+    would hold it. ``strict=True`` raises :class:`OutOfDeviceMemory` at the crossing, as the device does
+    (the run keeps it as :attr:`DryRun.oom`).
 
     ``world_size`` (and optionally ``mesh_shape``/``mesh_dim_names``): a dry run of ranks
     (:mod:`trn_notebook.distributed.dry_ranks`): torch's fake process group and ``run.mesh``, a
@@ -297,6 +375,7 @@ def dryrun(
         mesh_shape=mesh_shape,
         mesh_dim_names=mesh_dim_names,
         categories=categories,
+        strict=strict,
     )
 
 
@@ -305,4 +384,4 @@ def last() -> DryFigures | None:
     return dry_runs.snapshot()
 
 
-__all__ = ["DRY", "DryRun", "DryRunError", "Finding", "active", "dryrun", "is_dry", "last"]
+__all__ = ["DRY", "CapacityNeed", "DryRun", "DryRunError", "Finding", "active", "dryrun", "is_dry", "last"]

@@ -59,7 +59,7 @@ def missing_message(module: str, feature: str, distribution: str | None = None) 
         return f"{feature} needs {dist}, which is not installed: pip install {dist}"
     return (
         f"{feature} needs {dist}, which is not installed: install trn-notebook's {extra!r} extra, "
-        f'pip install "trn-notebook[{extra}]" (from a checkout: pip install -c constraints/ci.txt -e ".[{extra}]")'
+        f'pip install "trn-notebook[{extra}]" (from a checkout: pip install -c constraints/lock.txt -e ".[{extra}]")'
     )
 
 

@@ -37,10 +37,11 @@ from __future__ import annotations
 
 import copy
 import sys
-import threading
 from collections import deque
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
+
+from . import locks as _locks
 
 ResetWhen = bool | Literal["compiled", "op_overrides"]
 
@@ -80,7 +81,7 @@ class Globals:
         self.names = names
         mod = sys.modules[module]
         self._initial = {n: _copy(getattr(mod, n)) for n in names}
-        self.lock = threading.Lock()
+        self.lock = _locks.make("leaf", f"globals of {module}")
 
     def snapshot(self) -> dict[str, Any]:
         """The current value of each global, by name (containers copied)."""
@@ -108,7 +109,7 @@ def _copy(value: Any) -> Any:
     return copy.copy(value) if isinstance(value, _CONTAINERS) else value
 
 
-_lock = threading.Lock()
+_lock = _locks.make("leaf", "state registry")
 _registry: dict[str, Registration] = {}  # the registry itself (never reset; it holds every owner)
 
 

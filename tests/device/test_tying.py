@@ -130,3 +130,20 @@ def test_swap_impossible_keeps_tie_and_warns(fresh_device):
     assert m.head.weight is m.emb.weight and m.emb.weight.device.type == "neuron"
     assert len(list(m.parameters())) == 5
     assert any("could not keep Parameter" in str(w.message) for w in caught)
+
+
+def test_a_conversion_holds_no_tensor_after_it_returns(fresh_device):
+    """The tie memo lives for one outermost ``.to`` only: a device tensor it kept would be freed (a real free)
+    by whatever conversion comes next — inside a dry run, that moved the real figures (issue 48)."""
+    import weakref
+
+    import trn_notebook.device.tying as tying
+
+    m = _model()
+    _ref = weakref.ref(m.emb.weight)  # forces the memo path (swap refused)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m.to("neuron")
+    assert tying._local.memo == {}
+    del m
+    assert _ref() is None  # nothing of the model outlives it

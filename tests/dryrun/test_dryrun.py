@@ -55,7 +55,12 @@ def test_model_built_outside_is_moved_in_and_restored(fresh_device) -> None:
 
 
 def test_oom_is_the_modeled_rule(fresh_device) -> None:
-    run = trn_notebook.dryrun(capacity=64 << 20)
-    with pytest.raises(torch.OutOfMemoryError), run:
+    strict = trn_notebook.dryrun(capacity=64 << 20, strict=True)  # the real device's behaviour: stop there
+    with pytest.raises(torch.OutOfMemoryError), strict:
         torch.empty(100 << 20, dtype=torch.uint8, device="neuron")
-    assert not run.fits and "DOES NOT FIT" in run.summary()
+    assert not strict.fits and "DOES NOT FIT" in strict.summary() and "strict" in strict.summary()
+    with trn_notebook.dryrun(capacity=64 << 20) as run:  # the default: a finding, and the run goes on
+        torch.empty(100 << 20, dtype=torch.uint8, device="neuron")
+        after = torch.ones(4, device="neuron") + 1
+    assert after.shape == (4,) and not run.fits and run.need.peak_allocated >= 100 << 20
+    assert run.need.min_cores == 2 and "first over capacity" in run.summary()

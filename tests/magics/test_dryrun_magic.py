@@ -22,8 +22,18 @@ def test_dryrun_cell_runs_shape_only_and_shows_the_dry_figures(ip, capsys) -> No
 
 @pytest.mark.slow
 def test_dryrun_cell_over_capacity_says_it_does_not_fit(ip, capsys) -> None:
-    result = ip.run_cell("%%trn dryrun --capacity 1MiB\nz = torch.empty(4 << 20, dtype=torch.uint8, device='neuron')\n")
-    assert not result.success  # the cell's OutOfMemoryError propagates, the figures are shown first
+    cell = "z = torch.empty(4 << 20, dtype=torch.uint8, device='neuron')\nafter = z.sum()\n"
+    result = ip.run_cell("%%trn dryrun --capacity 1MiB\n" + cell)
+    assert result.success  # the default: over capacity is a finding, the cell runs to its end
+    out = capsys.readouterr().out
+    assert (
+        "DOES NOT FIT" in out and "first over capacity in phase default at cell [" in out and "line 2" in out
+    )  # the line as the cell shows it, under %%trn
+    assert (
+        "holds on ≥ 5 logical cores = ≥ 2 chips of trn2" in out
+    )  # 4 MiB + the sum and ip.user_ns["after"].device.type == "neuron"
+    result = ip.run_cell("%%trn dryrun --capacity 1MiB --strict\n" + cell)
+    assert not result.success  # --strict: the cell's OutOfMemoryError propagates, the figures are shown first
     assert "DOES NOT FIT" in capsys.readouterr().out
     assert ip.run_cell("w = torch.ones(2)").success  # the session is usable
 

@@ -45,3 +45,38 @@ def test_notebook_with_device_and_compiled_cells_runs_in_a_real_kernel(tmp_path,
     assert "neuron:0" in outs[6] and "compile cache" in outs[6]
     assert "8.0" in outs[7] and "%%trn eager: cell [8]" in outs[7] and "sync points" in outs[7]
     assert "aten::_linalg_det" in outs[7] and "cell [8] line 4" in outs[7]  # counted from the %%trn line
+
+
+DRY_CELLS = [
+    "%load_ext trn_notebook",
+    "import torch\nx = torch.randn(4, 4, device='neuron')\nfor _ in range(3):\n    y = x + x",
+    "print(float((y @ x).sum().cpu()) == float((y.cpu() @ x.cpu()).sum()))",
+    "%%trn dryrun --capacity 64MiB\nbig = [torch.empty(4 << 20, device='neuron') for _ in range(8)]",
+    "mem = torch.neuron.memory_allocated()\nz = (x * 3).cpu()\nprint(z.shape, mem == torch.neuron.memory_allocated())",
+    "%%trn dryrun\nw = torch.nn.Linear(16, 16).to('neuron')\nprint(torch.neuron.max_memory_allocated() > 0)",
+    "print((x + 1).sum().item() == (x.cpu() + 1).sum().item())",
+    "%trn report",
+]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_dry_runs_between_eager_cells_in_a_real_kernel(tmp_path):
+    """Issue 48: eager cells, ``%%trn dryrun`` over capacity (a finding, not a traceback), more eager cells, a
+    second dry run, the report: every cell returns, in one kernel."""
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(src) for src in DRY_CELLS]
+    client = nbclient.NotebookClient(nb, kernel_name="python3", timeout=120, resources={"metadata": {"path": tmp_path}})
+    client.execute()
+    outs = ["".join(_text(o) for o in cell.outputs) for cell in nb.cells]
+    errors = [o for cell in nb.cells for o in cell.outputs if o.get("output_type") == "error"]
+    assert not errors, errors
+    assert "True" in outs[2]
+    assert (
+        "DOES NOT FIT (modeled): needs peak allocated 128.00 MiB" in outs[3] and "cell [4] line 2" in outs[3]
+    )  # counted from the %%trn line
+    assert "≥ 2 logical cores" in outs[3]
+    assert "torch.Size([4, 4]) True" in outs[4]
+    assert outs[5].startswith("True") and "DRY RUN" in outs[5] and "DOES NOT FIT" not in outs[5]
+    assert "True" in outs[6]
+    assert "Migration evidence report" in outs[7] and "Does the model run?" in outs[7]

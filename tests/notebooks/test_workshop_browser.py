@@ -17,7 +17,7 @@ document model, and FAILS on:
   same for the nbclient fallback): a code cell that may write to stderr lists the expected text
   in its metadata ``"expected_stderr": ["<substring>", ...]``; every stderr block of the cell
   contains one of them, every listed substring is quoted in the markdown cell right before or
-  right after the code cell, and every listed substring does appear (no stale entries);
+  right after the code cell; a listed substring is allowed, never required (it may not appear);
 * any browser console error or uncaught page error while the notebook ran.
 
 At 1500 and at 1024 px wide windows the cache view's options (the "accepted, no effect" lesson)
@@ -361,6 +361,7 @@ CLOSE = """async () => {
 PASSES = [p for p in os.environ.get("TRN_WORKSHOP_PASSES", "cold,warm").split(",") if p in ("cold", "warm")]
 
 
+@pytest.mark.timeout(NOTEBOOK_TIMEOUT_MS // 1000 + 300)  # the notebook's own limit plus JupyterLab's start-up
 @pytest.mark.parametrize(("run", "name"), [(run, name) for run in PASSES for name in NOTEBOOKS])
 def test_workshop_notebook_runs_in_jupyterlab(workshop: Workshop, run: str, name: str) -> None:
     page = workshop.page

@@ -12,7 +12,10 @@ either way:
   - each stderr block of the cell must contain one of the listed substrings;
   - each listed substring must be quoted in the markdown cell right before or right after the
     code cell (the reader is told what the block says and why, in the notebook itself);
-  - each listed substring must appear in a stderr block of the run (no stale allow-list);
+  - a listed substring is **allowed, never required** (issue 49): it explains a block when one appears
+    and is silent when none does. Some C++ library lines (Kineto's ``USDT ... profiler_start``, DDP's
+    "Time stats" warning) reach the cell's output with one ipykernel and only the kernel's own stderr
+    with another (7.4), so requiring them would fail on a newcomer's machine;
   - a cell without ``expected_stderr`` writes nothing to stderr.
 """
 
@@ -100,8 +103,6 @@ def unexplained_stderr(nb: Mapping[str, Any]) -> list[str]:
         for s in expected:
             if not any(s in md for md in around):
                 problems.append(f"cell [{i}]: expected_stderr {s!r} is not quoted in the markdown next to the cell")
-            if not any(s in block for block in blocks):
-                problems.append(f"cell [{i}]: expected_stderr {s!r} did not appear (stale allow-list)")
     return problems
 
 

@@ -9,11 +9,11 @@ same texts as files, one directory per graph.
 from __future__ import annotations
 
 import logging
-import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import locks as _locks
 from .. import state as _state
 from .config import get_config
 from .ir import Graph
@@ -59,7 +59,7 @@ class Artifacts:
     """Bounded registry of bundles by graph name (newest last)."""
 
     def __init__(self) -> None:
-        self.lock = threading.Lock()
+        self.lock = _locks.make("leaf", "compiled artifacts")
         self.bundles: OrderedDict[str, Bundle] = OrderedDict()
 
     def add(self, bundle: Bundle) -> None:

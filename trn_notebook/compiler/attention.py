@@ -11,7 +11,6 @@ torch's own composite (math path).
 from __future__ import annotations
 
 import contextlib
-import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,10 +18,11 @@ import torch
 import torch.fx
 import torch.nn.functional as F
 
+from .. import locks as _locks
 from ..device.attention import additive_mask, flash_applies
 
 _original = F.scaled_dot_product_attention
-_lock = threading.Lock()
+_lock = _locks.make("attention_trace", "flash attention patch")
 _flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
 
 

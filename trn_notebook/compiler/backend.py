@@ -13,7 +13,6 @@ import contextlib
 import gc
 import logging
 import re
-import threading
 import time
 import warnings
 from collections import OrderedDict
@@ -23,6 +22,7 @@ from typing import Any
 import torch
 import torch.fx
 
+from .. import locks as _locks
 from .. import state as _state
 from . import attention, contracts, disk_cache, progress
 from .artifacts import Bundle, artifacts
@@ -39,7 +39,8 @@ from .shape_log import shape_log, signature_of
 
 log = logging.getLogger("trn_notebook.compiler")
 _perf = time.perf_counter
-_lock = threading.Lock()
+_lock = _locks.make("backend_registration", "compiler backend registration")
+_names_lock = _locks.make("leaf", "compiled graph names")
 _registered = False
 _memory: OrderedDict[str, tuple[Graph, Schedule]] = OrderedDict()  # cache key -> planned graph, schedule
 MEMORY_CACHE_CAPACITY = 256
@@ -317,7 +318,7 @@ class _Capture:
 
     def compile_graph(self, kind: str, gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
         t_start = _perf()
-        with _lock:
+        with _names_lock:
             n = _name_counts.get(f"{self.model}_{kind}", 0)
             _name_counts[f"{self.model}_{kind}"] = n + 1
         name = f"{_identifier(self.model)}_{kind}_{n}"

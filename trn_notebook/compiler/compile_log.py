@@ -11,12 +11,12 @@ builds the same records from ``get_dynamo_metrics()`` (:meth:`CompileRecord.from
 
 from __future__ import annotations
 
-import threading
 from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from .. import locks as _locks
 from .. import state as _state
 from ..display.format import COMPILE_STAGES
 from .compile_time import record_compile_s
@@ -212,7 +212,7 @@ class CompileLog:
     """Bounded list of compile records; thread-safe."""
 
     def __init__(self) -> None:
-        self.lock = threading.Lock()
+        self.lock = _locks.make("leaf", "compile log")
         self.records: deque[LiveRecord] = deque(maxlen=CAPACITY)
         self.version = 0
         self._added = 0  # moves when a record is added or the log is reset (not on runs)

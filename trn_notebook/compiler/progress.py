@@ -8,9 +8,9 @@ Listeners are called as ``fn(stage, elapsed_s, graph_name)`` when each stage sta
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
 
+from .. import locks as _locks
 from .. import state as _state
 
 log = logging.getLogger("trn_notebook.compiler")
@@ -18,7 +18,7 @@ log = logging.getLogger("trn_notebook.compiler")
 Listener = Callable[[str, float, str], None]
 STAGES = ("capture", "forward/backward", "lower", "passes", "codegen", "cache write", "done")
 
-_lock = threading.Lock()
+_lock = _locks.make("leaf", "compile progress")
 _listeners: list[Listener] = []
 _state.register("progress_listeners", _state.Globals(__name__, "_listeners"), reset=False)  # subscriptions
 

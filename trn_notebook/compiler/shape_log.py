@@ -9,12 +9,12 @@ bucketed callables on every call; read by magics, widgets and the tuner.
 from __future__ import annotations
 
 import copy
-import threading
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
+from .. import locks as _locks
 from .. import state as _state
 from .ir import DTYPE_NAMES
 
@@ -48,7 +48,7 @@ class ShapeLog:
     """Counters per callable name; thread-safe."""
 
     def __init__(self) -> None:
-        self.lock = threading.Lock()
+        self.lock = _locks.make("leaf", "shape log")
         self.entries: dict[str, dict[str, Any]] = {}
         self.version = 0
 

@@ -18,7 +18,6 @@ accounting, the addresses and the out-of-memory decision.
 from __future__ import annotations
 
 import bisect
-import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -27,6 +26,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .. import locks as _locks
 from ..display.format import fmt_bytes
 from . import hostmem
 from .blocks import Block, Pool, Segment, blocks, free_blocks
@@ -129,7 +129,7 @@ class CachingAllocator:
     """Accounting of device memory with CUDA-style caching; thread-safe (autograd runs backward on a worker)."""
 
     def __init__(self, capacity: int) -> None:
-        self.lock = threading.RLock()
+        self.lock = _locks.make("allocator", f"{type(self).__name__}", reentrant=True)
         self.capacity = capacity
         self._next_addr = 1 << 32
         self._pools = {True: Pool(small=True), False: Pool(small=False)}
@@ -273,23 +273,12 @@ class CachingAllocator:
                 return block
             self.empty_cache()
             if c.reserved + seg_size > self.capacity:
-                c.num_ooms += 1
-                self.oom_events.append((time.perf_counter() - self._t0, nbytes, self.phase))
-                if self.observer is not None:
-                    self.observer("oom", 0, nbytes, nbytes)
-                free = self.capacity - c.allocated
-                raise OutOfDeviceMemory(
-                    f"neuron out of memory (simulated HBM): tried to allocate {fmt_bytes(nbytes)}; "
-                    f"{fmt_bytes(max(free, 0))} free of {fmt_bytes(self.capacity)} capacity; "
-                    f"{fmt_bytes(c.allocated)} allocated, {fmt_bytes(c.reserved)} reserved by the caching allocator. "
-                    f"{self._fragmentation_note(size, free)}{_capacity_setting_note(self.capacity)}"
-                    "Free tensors you no longer need (del, then torch.neuron.empty_cache()), use a smaller "
-                    "batch or sequence bucket, or bfloat16 weights. Nothing already allocated was lost.",
-                    asked=nbytes,
-                    free=max(free, 0),
-                    reserved=c.reserved,
-                    capacity=self.capacity,
-                )
+                self._over_capacity(nbytes, size)
+        return self._add_segment(seg_size, small)
+
+    def _add_segment(self, seg_size: int, small: bool) -> Block:
+        """Reserve a new segment of ``seg_size`` bytes (no capacity check); returns its one block."""
+        c = self.counters
         seg = Segment(addr=self._next_addr, size=seg_size, small=small)
         self._next_addr += seg_size
         block = Block(addr=seg.addr, size=seg_size, segment=seg)
@@ -302,6 +291,28 @@ class CachingAllocator:
         if c.reserved > c.peak_reserved:
             c.peak_reserved = c.reserved
         return block
+
+    def _over_capacity(self, nbytes: int, size: int) -> None:
+        """A new segment for ``nbytes`` would pass the capacity even after the retry: count the OOM and raise
+        :class:`OutOfDeviceMemory` with the figures (a dry run's allocator may record it and go on instead)."""
+        c = self.counters
+        c.num_ooms += 1
+        self.oom_events.append((time.perf_counter() - self._t0, nbytes, self.phase))
+        if self.observer is not None:
+            self.observer("oom", 0, nbytes, nbytes)
+        free = self.capacity - c.allocated
+        raise OutOfDeviceMemory(
+            f"neuron out of memory (simulated HBM): tried to allocate {fmt_bytes(nbytes)}; "
+            f"{fmt_bytes(max(free, 0))} free of {fmt_bytes(self.capacity)} capacity; "
+            f"{fmt_bytes(c.allocated)} allocated, {fmt_bytes(c.reserved)} reserved by the caching allocator. "
+            f"{self._fragmentation_note(size, free)}{_capacity_setting_note(self.capacity)}"
+            "Free tensors you no longer need (del, then torch.neuron.empty_cache()), use a smaller "
+            "batch or sequence bucket, or bfloat16 weights. Nothing already allocated was lost.",
+            asked=nbytes,
+            free=max(free, 0),
+            reserved=c.reserved,
+            capacity=self.capacity,
+        )
 
     def _fragmentation_note(self, size: int, free: int) -> str:
         """When the free bytes would hold the request but no free block does: say it is fragmentation."""

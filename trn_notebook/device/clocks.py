@@ -11,13 +11,13 @@ Events (op, graph, transfer, sync) land in a bounded timeline usable as Chrome/P
 from __future__ import annotations
 
 import dataclasses
-import threading
 from array import array
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import locks as _locks
 from .. import state as _state
 from .lanes import BY_KEY, thread_names
 from .timeline_events import Event, moved_bytes
@@ -118,7 +118,7 @@ class Clocks:
     """Owner of the clock state: advance on launches, transfers and sync points."""
 
     def __init__(self) -> None:
-        self.lock = threading.RLock()
+        self.lock = _locks.ACCOUNTING
         self._st = ClockState()
         self._observer: Observer | None = None
         # eager records not yet folded and their fold (set by .eager_records; every reader drains first)

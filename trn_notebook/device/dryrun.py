@@ -23,11 +23,12 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
 from .. import state as _state
+from ..locks import ACCOUNTING
 from .allocator import MemorySnapshot
 from .clocks import ClockSnapshot, ClockState, clocks
 from .dry_dispatch import DryMode, Finding
 from .dry_modules import ModuleRestorer
-from .fake_alloc import DryAllocator, StorageTracker
+from .fake_alloc import Crossing, DryAllocator, StorageTracker
 from .placement import PlacementSnapshot, placement_log
 from .runtime import allocator as _real_allocator
 from .runtime import get_chip
@@ -62,18 +63,25 @@ class DryFigures:
     ops: int
     wall_s: float
     assumptions: tuple[str, ...] = ()  # what charges assumed for want of values ("balanced routing, assumed")
+    crossing: Crossing | None = None  # where the run first needed more than the capacity (None: it fit)
+    logical_cores: int = 0  # logical cores per chip of the run's chip (what "how many chips" divides by)
 
 
 class DrySession:
     """Enter to run shape-only; the figures accumulate in :attr:`allocator` and the swapped-in owners."""
 
     def __init__(
-        self, label: str = "dry run", *, capacity: int | None = None, on_data_dependent: str = "continue"
+        self,
+        label: str = "dry run",
+        *,
+        capacity: int | None = None,
+        on_data_dependent: str = "continue",
+        strict: bool = False,
     ) -> None:
         if on_data_dependent not in ("continue", "raise"):
             raise ValueError(f"on_data_dependent must be 'continue' or 'raise', got {on_data_dependent!r}")
         self.label = label
-        self.allocator = DryAllocator(capacity if capacity is not None else _real_allocator.capacity)
+        self.allocator = DryAllocator(capacity if capacity is not None else _real_allocator.capacity, strict=strict)
         self.tracker = StorageTracker(self.allocator)
         self.fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
         self.mode = DryMode(self.tracker, on_data_dependent)
@@ -89,7 +97,7 @@ class DrySession:
             raise RuntimeError("a dry run is already active in this thread; dry runs do not nest")
         import time
 
-        with placement_log.lock, clocks.lock:
+        with ACCOUNTING:  # the books' one lock (reentrant: reading them folds pending eager records under it)
             self._saved = (placement_log.entries, placement_log.total_calls, clocks.state)
             placement_log.entries, placement_log.total_calls = {}, 0
             placement_log.version += 1
@@ -123,7 +131,7 @@ class DrySession:
             self.wall_s = time.perf_counter() - self._t0
             self.figures = self.snapshot()
             assert self._saved is not None
-            with placement_log.lock, clocks.lock:
+            with ACCOUNTING:
                 placement_log.entries, placement_log.total_calls, clocks.state = self._saved
                 placement_log.version += 1
             _active.session = None
@@ -134,9 +142,10 @@ class DrySession:
         """The dry figures so far (inside the run: live; after it: those at exit)."""
         if self.figures is not None:
             return self.figures
+        chip = get_chip()
         return DryFigures(
             self.label,
-            get_chip().name,
+            chip.name,
             placement_log.snapshot(),
             clocks.snapshot(),
             self.allocator.snapshot(),
@@ -144,6 +153,8 @@ class DrySession:
             self.mode.ops,
             self.wall_s,
             tuple(f"{a} (×{n})" for a, n in self.mode.assumptions.items()),
+            self.allocator.crossing,
+            chip.logical_cores,
         )
 
     def phase(self, name: str) -> Any:

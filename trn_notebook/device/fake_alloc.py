@@ -16,22 +16,62 @@ free after a new peak, so a growing forward pass costs one copy per local maximu
 
 from __future__ import annotations
 
-import threading
+import time
 import weakref
+from dataclasses import dataclass
 
 import torch
 
-from .allocator import Block, CachingAllocator
+from .. import locks as _locks
+from .allocator import Block, CachingAllocator, segment_size
+from .source_lines import user_source
 
 Identity = tuple[int, int]  # (storage address, allocation number when first seen)
 
 
+@dataclass(frozen=True)
+class Crossing:
+    """Where a dry run first needed more than the modeled capacity (the real device would stop there)."""
+
+    asked: int  # bytes the allocation asked for
+    allocated: int  # bytes allocated just before it
+    reserved: int  # bytes reserved just before it
+    capacity: int  # the modeled HBM capacity of one logical core
+    phase: str  # the allocator's phase then (``run.phase(...)``)
+    source: str  # the user's source line that asked
+
+
 class DryAllocator(CachingAllocator):
-    """A :class:`CachingAllocator` for shape-only storages: every rule but the host-memory guard."""
+    """A :class:`CachingAllocator` for shape-only storages: every rule but the host-memory guard.
+
+    Over capacity (``strict=False``, the default) is a finding, not the end: the first allocation the real
+    allocator would refuse (after its free-the-cache-and-retry) is kept as :attr:`crossing` and counted as one
+    OOM; from then on segments are reserved past the capacity without the retry, so the run goes on to the
+    peak it needs. ``strict=True`` raises :class:`OutOfDeviceMemory` at the crossing, as the device does.
+    """
+
+    def __init__(self, capacity: int, *, strict: bool = False) -> None:
+        super().__init__(capacity)
+        self.strict = strict
+        self.crossing: Crossing | None = None
 
     def _check_host(self, nbytes: int) -> None:
         """No host bytes back a dry run: only the modeled HBM capacity can run out."""
         return
+
+    def _new_segment_block(self, size: int, small: bool, nbytes: int) -> Block:
+        if self.crossing is not None:  # already past the capacity: no retry, no second OOM
+            return self._add_segment(segment_size(size), small)
+        return super()._new_segment_block(size, small, nbytes)
+
+    def _over_capacity(self, nbytes: int, size: int) -> None:
+        if self.strict:
+            super()._over_capacity(nbytes, size)
+            return
+        c = self.counters
+        c.num_ooms += 1
+        self.oom_events.append((time.perf_counter() - self._t0, nbytes, self.phase))
+        self.crossing = Crossing(nbytes, c.allocated, c.reserved, self.capacity, self.phase, user_source())
 
 
 class StorageTracker:
@@ -39,7 +79,7 @@ class StorageTracker:
 
     def __init__(self, allocator: DryAllocator) -> None:
         self.allocator = allocator
-        self.lock = threading.Lock()
+        self.lock = _locks.make("leaf", "dry storage tracker")
         self.blocks: dict[int, Block] = {}
         self.first_seq: dict[int, int] = {}
         self.labels: dict[Identity, str] = {}

@@ -9,8 +9,10 @@ from typing import Any
 import torch
 
 from ..display.format import fmt_bytes as _fmt
+from .allocator import CachingAllocator
 from .clocks import clocks
 from .dispatch import record_sync
+from .dryrun import active as dry_active
 from .runtime import allocator, get_chip, state
 from .streams import Event, Stream, current_stream, default_stream, set_stream, stream  # noqa: F401 - torch.neuron API
 
@@ -143,30 +145,38 @@ def set_rng_state(new_state: torch.Tensor, device: int | str | None = None) -> N
 
 
 # -- memory -------------------------------------------------------------------------------------
+def _memory() -> CachingAllocator:
+    """The allocator the memory functions read and reset: inside a dry run (in this thread) its shape-only
+    allocator, whose figures are the run's; otherwise the device's. A dry run never touches the real one."""
+    session = dry_active()
+    return allocator if session is None else session.allocator
+
+
 def memory_allocated(device: int | None = None) -> int:
     """Bytes in live blocks (rounded sizes)."""
-    return allocator.counters.allocated
+    return _memory().counters.allocated
 
 
 def max_memory_allocated(device: int | None = None) -> int:
     """Peak of :func:`memory_allocated` since start or the last reset."""
-    return allocator.counters.peak_allocated
+    return _memory().counters.peak_allocated
 
 
 def memory_reserved(device: int | None = None) -> int:
     """Bytes in segments held by the caching allocator."""
-    return allocator.counters.reserved
+    return _memory().counters.reserved
 
 
 def max_memory_reserved(device: int | None = None) -> int:
     """Peak of :func:`memory_reserved`."""
-    return allocator.counters.peak_reserved
+    return _memory().counters.peak_reserved
 
 
 def memory_stats(device: int | None = None) -> dict[str, int]:
     """CUDA-style memory statistics (``allocated_bytes.all.current`` …, ``num_ooms``)."""
-    with allocator.lock:
-        c = allocator.counters
+    mem = _memory()
+    with mem.lock:
+        c = mem.counters
         return {
             "allocated_bytes.all.current": c.allocated,
             "allocated_bytes.all.peak": c.peak_allocated,
@@ -180,15 +190,17 @@ def memory_stats(device: int | None = None) -> dict[str, int]:
             "num_device_alloc": c.num_segments,
             "num_device_free": c.num_segment_frees,
             "segment.all.current": c.num_segments - c.num_segment_frees,
-            "capacity_bytes": allocator.capacity,
+            "capacity_bytes": mem.capacity,
         }
 
 
 def memory_summary(device: int | None = None, abbreviated: bool = False) -> str:
     """A text table of the memory counters, with peaks per named phase."""
     s = memory_stats(device)
+    mem = _memory()
     lines = [
-        f"neuron:{state.current_device} memory ({get_device_name()}, capacity {_fmt(allocator.capacity)})",
+        f"neuron:{state.current_device} memory ({get_device_name()}{', dry run: modeled' if mem is not allocator else ''}, "
+        f"capacity {_fmt(mem.capacity)})",
         f"{'metric':<12}{'current':>14}{'peak':>14}",
     ]
     for key in ("allocated", "active", "reserved"):
@@ -197,27 +209,27 @@ def memory_summary(device: int | None = None, abbreviated: bool = False) -> str:
     lines.append(
         f"alloc retries: {s['num_alloc_retries']}   OOMs: {s['num_ooms']}   segments: {s['segment.all.current']}"
     )
-    if not abbreviated and allocator.phase_peaks:
+    if not abbreviated and mem.phase_peaks:
         lines.append("peaks by phase (allocated / active / reserved):")
-        for phase, p in allocator.phase_peaks.items():
+        for phase, p in mem.phase_peaks.items():
             lines.append(f"  {phase:<12}{_fmt(p['allocated']):>12}{_fmt(p['active']):>12}{_fmt(p['reserved']):>12}")
     return "\n".join(lines)
 
 
 def reset_peak_memory_stats(device: int | None = None) -> None:
     """Reset the peaks (global and per phase) to current values."""
-    allocator.reset_peaks()
+    _memory().reset_peaks()
 
 
 def empty_cache() -> None:
     """Release cached segments that hold no live tensor (reserved drops; allocated does not)."""
-    allocator.empty_cache()
+    _memory().empty_cache()
 
 
 @contextlib.contextmanager
 def phase(name: str) -> Iterator[None]:
     """Attribute memory peaks inside the block to phase ``name``."""
-    with allocator.phase_scope(name):
+    with _memory().phase_scope(name):
         yield
 
 

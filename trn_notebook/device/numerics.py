@@ -17,13 +17,13 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
 import torch
 
+from .. import locks as _locks
 from .. import state as _state
 
 Mode = Literal["exact", "trainium"]
@@ -202,7 +202,7 @@ class _Numerics:
     """The owner of the policy in force, the stochastic-rounding generator and the warnings already shown."""
 
     def __init__(self, policy: NumericsPolicy) -> None:
-        self.lock = threading.Lock()
+        self.lock = _locks.make("leaf", "numerics policy")
         self.policy = policy
         self.active = policy.active  # the one cheap check of the per-op path
         self.generator = torch.Generator()

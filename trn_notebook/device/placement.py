@@ -12,11 +12,11 @@ backend builds from this snapshot; nothing else counts ops.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .. import locks as _locks
 from .. import state as _state
 from .source_lines import user_source
 
@@ -108,7 +108,7 @@ class PlacementLog:
     """Per-op counters keyed by base op name; thread-safe (backward runs on the autograd thread)."""
 
     def __init__(self) -> None:
-        self.lock = threading.Lock()
+        self.lock = _locks.ACCOUNTING
         self._entries: dict[str, list[Any]] = {}
         self._total_calls = 0
         self._version = 0

@@ -5,17 +5,17 @@ from __future__ import annotations
 import importlib
 import logging
 import sys
-import threading
 import types
 from typing import Any
 
 import torch
 
+from .. import locks as _locks
 from .. import state as _state
 
 log = logging.getLogger("trn_notebook.device")
 
-_lock = threading.Lock()
+_lock = _locks.make("device_registration", "device registration")
 _registered = False
 _libs: list[torch.library.Library] = []
 # torch.library registrations live as long as the process (torch cannot unregister them)

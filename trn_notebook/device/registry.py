@@ -35,12 +35,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 import torch
+
+from .. import locks as _locks
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -288,7 +289,7 @@ class OpRegistry:
     """Records by key plus user category overrides; thread-safe. ``version`` bumps on every change."""
 
     def __init__(self, records: Sequence[OpRecord] = ()) -> None:
-        self._lock = threading.Lock()
+        self._lock = _locks.make("leaf", "op registry")
         self._records: dict[str, OpRecord] = {}
         self._overrides: dict[str, OpRecord] = {}
         self.version = 0

@@ -10,12 +10,12 @@ frees the simulated block exactly when the last tensor, view or saved tensor goe
 
 from __future__ import annotations
 
-import threading
 import weakref
 from typing import Any
 
 import torch
 
+from .. import locks as _locks
 from .. import state as _state
 from . import config as _config
 from .allocator import Block, CachingAllocator
@@ -26,7 +26,7 @@ _CPU_KEYSET = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
 _set_storage = torch.ops.aten.set_.source_Storage_storage_offset._handle.redispatch_boxed
 _construct_storage = torch._C._construct_storage_from_data_pointer
 _create_empty = torch._C._acc.create_empty_tensor
-_lock = threading.RLock()
+_lock = _locks.make("runtime", "device runtime (live storages)", reentrant=True)
 _EMPTY = (0,)
 _DEVICE_TYPES = ("neuron", "privateuseone")
 

@@ -51,7 +51,16 @@ def _apply(self: nn.Module, fn: Any, recurse: bool = True) -> nn.Module:
     depth = getattr(_local, "depth", 0)
     if depth == 0:
         _local.memo = {}
-    memo: dict[int, nn.Parameter] = _local.memo
+    try:
+        return _apply_keeping_ties(self, fn, recurse, depth, _local.memo)
+    finally:
+        if depth == 0:  # the outermost conversion is over: hold no tensor past it (nor an id Python may reuse)
+            _local.memo = {}
+
+
+def _apply_keeping_ties(
+    self: nn.Module, fn: Any, recurse: bool, depth: int, memo: dict[int, nn.Parameter]
+) -> nn.Module:
     for key, p in self._parameters.items():  # a tie whose first holder could not be swapped (fallback)
         if p is not None and id(p) in memo:
             self._parameters[key] = memo[id(p)]

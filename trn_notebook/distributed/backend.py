@@ -11,7 +11,6 @@ communication queue (:mod:`.commmodel`) and logged in :data:`comm_log`.
 
 from __future__ import annotations
 
-import threading
 import time
 from datetime import timedelta
 from typing import Any
@@ -19,6 +18,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from .. import locks as _locks
 from .. import state as _state
 from ..device.clocks import clocks
 from ..device.numerics import integer_from_fp32, integer_to_fp32, no_integer_datapath, warn_integer_fp32
@@ -30,7 +30,7 @@ from .commmodel import collective_seconds
 from .ledger import comm_log
 
 BACKEND = "neuron"
-_lock = threading.Lock()
+_lock = _locks.make("backend_registration", "distributed backend registration")
 _registered = False
 _lib: torch.library.Library | None = None
 _extra_libs: list[torch.library.Library] = []

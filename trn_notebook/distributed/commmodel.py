@@ -34,9 +34,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import threading
 from dataclasses import dataclass
 
+from .. import locks as _locks
 from .. import state as _state
 
 MB = 1_000_000
@@ -64,7 +64,7 @@ class CommConstants:
     chips_per_node: int = 16  # trn2.48xlarge
 
 
-_lock = threading.Lock()
+_lock = _locks.make("leaf", "comm constants")
 _constants = CommConstants()
 _state.register("comm_constants", _state.Globals(__name__, "_constants"), reset=False)  # settings
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import threading
 from collections import deque
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from .. import locks as _locks
 from .. import state as _state
 from ..device.clocks import clocks
 
@@ -32,7 +32,7 @@ class CommLog:
     """Bounded log of collectives with ``snapshot()``/``reset()``."""
 
     def __init__(self) -> None:
-        self.lock = threading.Lock()
+        self.lock = _locks.make("leaf", "comm ledger")
         self.records: deque[CommRecord] = deque(maxlen=CAPACITY)
 
     def record(

@@ -124,6 +124,9 @@ def build_parser() -> Parser:
     p = add("dryrun", "(%%trn) run the cell shape-only on neuron: every figure modeled, nothing computed")
     p.add_argument("--capacity", type=_size, metavar="SIZE", help="modeled HBM per logical core, e.g. 24GiB")
     p.add_argument("--world-size", type=_positive, metavar="N", help="N ranks on torch's fake process group")
+    p.add_argument(
+        "--strict", action="store_true", help="stop at the first allocation over capacity, as the device does"
+    )
     p = add("plan", "will it fit: dry-run a model under several TP x FSDP x AC layouts (trn_notebook.plan)")
     p.add_argument("model", help="a name in the notebook: a transformers config or a model factory")
     p.add_argument("--layouts", default="", metavar="L", help="e.g. 'tp4,fsdp16,fsdp16+ac' (default: a standard set)")
@@ -247,7 +250,7 @@ def help_text() -> str:
     return parser().format_help() + (
         "\ncell modes: %%trn eager [--fusion] [--strict] · %%trn compile [--fullgraph] [--name NAME] "
         "[--mode MODE] [--option K=V …] [--buckets SPEC] · %%trn timeit [options] [SETUP] · "
-        "%%trn dryrun [--capacity SIZE] [--world-size N] · "
+        "%%trn dryrun [--capacity SIZE] [--world-size N] [--strict] · "
         "%%trn profile [--steps N] [--warmup N] [--save PATH] · %%trn ranks N (and %trn ranks stop)\n"
         "every subcommand takes --help"
     )

@@ -100,7 +100,9 @@ class TrnMagics(Magics):
 
         count = current_cell_number(self.shell)
         try:
-            run = dryrun(f"%%trn dryrun: cell [{count}]", capacity=args.capacity, world_size=args.world_size)
+            run = dryrun(
+                f"%%trn dryrun: cell [{count}]", capacity=args.capacity, world_size=args.world_size, strict=args.strict
+            )
         except ValueError as exc:
             raise UsageError(f"%%trn dryrun: {exc}") from None
         self.shell.user_ns["_trn_dryrun"] = run  # the cell can name it (run.track(model, opt), run.phase(...))

@@ -20,6 +20,7 @@ from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .. import locks as _locks
 from .. import state as _state
 from ..device.runtime import allocator
 from ..device.source_lines import is_user_file, source_line
@@ -41,7 +42,7 @@ class _History:
     """The recorder (one per process): trace entries and the frames of each live block."""
 
     def __init__(self) -> None:
-        self.lock = threading.Lock()
+        self.lock = _locks.make("memory_history", "memory history")
         self.entries: deque[dict[str, Any]] | None = None
         self.block_frames: dict[int, list[dict[str, Any]]] = {}
         self.block_owner: dict[int, str] = {}

@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from .. import locks as _locks
 from .. import state as _state
 from ..device.clocks import clocks
 from ..device.runtime import allocator, state
@@ -65,7 +66,7 @@ class Recorder:
     """Collects events of the active profiling session (one at a time; nested profiles share it)."""
 
     def __init__(self) -> None:
-        self.lock = threading.Lock()
+        self.lock = _locks.make("profiler", "profiler session")
         self.session: Session | None = None
         self.depth = 0
 

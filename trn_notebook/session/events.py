@@ -11,12 +11,12 @@ a failing subscriber is logged and the others still run.
 from __future__ import annotations
 
 import logging
-import threading
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .. import locks as _locks
 from .. import state as _state
 from ..facts.status import state_snapshot
 
@@ -39,7 +39,7 @@ class CellEvents:
     """The subscribers of the cell-finished event and the one IPython hook that emits it."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = _locks.make("leaf", "cell events")
         self._subs: list[Callable[[], Subscriber | None]] = []
         self._shells: weakref.WeakSet[Any] = weakref.WeakSet()
         self.count = 0

@@ -20,6 +20,7 @@ from typing import Any, Literal, TypedDict
 import traitlets
 
 from .. import facts
+from .. import locks as _locks
 from ..device.allocator import MemoryCounters, MemorySnapshot
 from ..display import fallback
 from ..display.format import fmt_bytes, fmt_s
@@ -141,7 +142,7 @@ class MemoryView(TrnWidget):
         self._stop: threading.Event | None = None
         self._thread: threading.Thread | None = None
         self._hook: Any = None
-        self._sync = threading.Lock()
+        self._sync = _locks.make("widget", "memory widget refresh")
         super().__init__(**kwargs)
         self.refresh()
         self.live = live

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import sys
-import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
+from .. import locks as _locks
 from .specs import ModelSpec, select
 from .stages import STAGES, ModelResult
 
@@ -56,7 +56,7 @@ def run_zoo(
     names = [s.name for s in specs]
     chunks = [names[i : i + chunk_size] for i in range(0, len(names), chunk_size)]
     done: dict[str, ModelResult] = {}
-    lock = threading.Lock()
+    lock = _locks.make("leaf", "zoo results")
 
     def report(r: ModelResult) -> None:
         with lock:
