@@ -16,9 +16,9 @@ import re
 import pytest
 
 GROUPS = ("browser", "python", "hardware", "platform", "opt-in", "elsewhere", "other")
-_BY_REASON = (
-    ("browser", re.compile(r"chromium|playwright", re.I)),
+_BY_REASON = (  # in order: the first match wins ("run through JupyterLab in Chromium" ran, elsewhere)
     ("elsewhere", re.compile(r"fresh process|the outer run|run through JupyterLab", re.I)),
+    ("browser", re.compile(r"chromium|playwright", re.I)),
     ("python", re.compile(r"\bPython 3\.\d+|python_version", re.I)),
     ("hardware", re.compile(r"torch_neuronx|hardware|Trainium|NeuronCore", re.I)),
     ("platform", re.compile(r"Linux-only|namespace|not a git checkout|Node\.js", re.I)),

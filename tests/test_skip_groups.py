@@ -32,6 +32,9 @@ def test_each_skip_lands_in_the_group_a_reader_acts_on():
     assert skip_group(_skipped("the whole zoo: set TRN_TRUTH_ALL=1 (run by hand)")) == "opt-in"
     assert skip_group(_skipped("runs in the fresh process of test_truth_in_a_fresh_process")) == "elsewhere"
     assert skip_group(_skipped("a reason nobody foresaw")) == "other"
+    # the nbclient notebook runs skip where the browser runs them: that is not a browser that did not run
+    ran_elsewhere = "run through JupyterLab in Chromium by tests/notebooks/test_workshop_browser.py"
+    assert skip_group(_skipped(ran_elsewhere)) == "elsewhere"
 
 
 def test_the_summary_counts_each_group_and_names_each_reason():
