@@ -1,42 +1,18 @@
-"""Every workshop notebook runs top to bottom in a real kernel, including its check-yourself cell.
+"""How the workshop notebooks are stored, and the quickstart's summary.
 
-With Debian's Chromium present the notebooks are run through JupyterLab's UI instead, by
-``test_workshop_browser.py`` (same rules, ``tests/notebooks/workshop.py``); the nbclient run here
-is the fallback without a browser, or when ``TRN_NOTEBOOKS_NBCLIENT=1`` asks for it.
+Every notebook runs in a real kernel in ``test_repeat_runs.py`` (Run All, every cell re-run with the check
+cells after it, a restart on a warm cache) and through JupyterLab in Chromium in ``test_workshop_browser.py``;
+both apply the same rules (``tests/notebooks/workshop.py``).
 """
 
 from __future__ import annotations
 
-import importlib.util
-import os
 import shutil
 
 import pytest
 
-from tests.browser_utils import CHROMIUM
-from tests.notebooks.workshop import EXAMPLES, NOTEBOOKS, workshop_problems
+from tests.notebooks.workshop import EXAMPLES, NOTEBOOKS
 from trn_notebook.quickstart import run_notebook, summary_text
-
-BROWSER_RUNS_THEM = (
-    CHROMIUM.exists()
-    and importlib.util.find_spec("playwright") is not None
-    and os.environ.get("TRN_NOTEBOOKS_NBCLIENT") != "1"
-)
-
-
-@pytest.mark.slow
-@pytest.mark.skipif(
-    BROWSER_RUNS_THEM,
-    reason="run through JupyterLab in Chromium by tests/notebooks/test_workshop_browser.py "
-    "(TRN_NOTEBOOKS_NBCLIENT=1 runs them here too)",
-)
-@pytest.mark.parametrize("name", NOTEBOOKS)
-def test_notebook_runs_top_to_bottom(name, tmp_path):
-    path = tmp_path / name
-    shutil.copy(EXAMPLES / name, path)  # run in a scratch folder: notebooks may write files beside themselves
-    nb, _ = run_notebook(path, timeout=300)
-    problems = workshop_problems(nb)
-    assert not problems, f"{name}:\n" + "\n".join(problems)
 
 
 def test_notebooks_are_stored_without_outputs():

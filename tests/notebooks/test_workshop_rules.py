@@ -47,6 +47,18 @@ def test_an_allowed_line_that_does_not_appear_is_silent_but_a_new_block_still_fa
     assert len(problems) == 1 and "stderr not explained" in problems[0]
 
 
+def test_late_stderr_of_the_cell_before_is_explained_by_that_cell_only():
+    """A C++ library's stderr may land under the next cell (the kernel forwards it asynchronously)."""
+    late = "USDT:2026-12-07 12:26:30 1:1 SyncActivityProfilerHandler.cpp:59] profiler_stop\n"
+    nb = notebook([], ["profiler_st"], "Expect `profiler_start` / `profiler_stop` lines.")
+    nb["cells"].append({"cell_type": "code", "source": "table", "metadata": {}, "outputs": [
+        {"output_type": "stream", "name": "stderr", "text": late}]})  # fmt: skip
+    assert unexplained_stderr(nb) == []
+    nb["cells"][1]["metadata"] = {}  # the cell before explains nothing: the block is unexplained again
+    nb["cells"][0]["source"] = "Sorting."
+    assert len(unexplained_stderr(nb)) == 1
+
+
 def test_consecutive_stderr_outputs_are_one_block_as_jupyterlab_shows_them():
     half = len(WARNING) // 2
     cell = notebook([WARNING[:half], WARNING[half:]], None, "")["cells"][1]
