@@ -27,16 +27,23 @@ def _text(output: dict) -> str:
     return str(data.get("text/plain", "")) + str(data.get("text/html", ""))
 
 
+def _run_cells(cells: list[str], tmp_path, *, timeout: int) -> list[str]:
+    """Run ``cells`` in order in one real kernel; each cell's output text. Fails on any error output."""
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(src) for src in cells]
+    client = nbclient.NotebookClient(
+        nb, kernel_name="python3", timeout=timeout, resources={"metadata": {"path": tmp_path}}
+    )
+    client.execute()
+    errors = [o for cell in nb.cells for o in cell.outputs if o.get("output_type") == "error"]
+    assert not errors, errors
+    return ["".join(_text(o) for o in cell.outputs) for cell in nb.cells]
+
+
 @pytest.mark.slow
 def test_notebook_with_device_and_compiled_cells_runs_in_a_real_kernel(tmp_path, monkeypatch):
     monkeypatch.setenv("TORCH_NEURONX_NEFF_CACHE_DIR", str(tmp_path / "neff_cache"))  # a cold cache: a miss
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(src) for src in CELLS]
-    client = nbclient.NotebookClient(nb, kernel_name="python3", timeout=600, resources={"metadata": {"path": tmp_path}})
-    client.execute()
-    outs = ["".join(_text(o) for o in cell.outputs) for cell in nb.cells]
-    errors = [o for cell in nb.cells for o in cell.outputs if o.get("output_type") == "error"]
-    assert not errors, errors
+    outs = _run_cells(CELLS, tmp_path, timeout=600)
     assert "default device: neuron:0" in outs[1] and "simulator" in outs[1]
     # The live progress line was replaced in place by the summary (same display id).
     assert "%%trn compile: nb_cell" in outs[3] and "miss" in outs[3] and "compiling nb_cell" not in outs[3]
@@ -64,13 +71,7 @@ DRY_CELLS = [
 def test_dry_runs_between_eager_cells_in_a_real_kernel(tmp_path):
     """Issue 48: eager cells, ``%%trn dryrun`` over capacity (a finding, not a traceback), more eager cells, a
     second dry run, the report: every cell returns, in one kernel."""
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(src) for src in DRY_CELLS]
-    client = nbclient.NotebookClient(nb, kernel_name="python3", timeout=120, resources={"metadata": {"path": tmp_path}})
-    client.execute()
-    outs = ["".join(_text(o) for o in cell.outputs) for cell in nb.cells]
-    errors = [o for cell in nb.cells for o in cell.outputs if o.get("output_type") == "error"]
-    assert not errors, errors
+    outs = _run_cells(DRY_CELLS, tmp_path, timeout=120)
     assert "True" in outs[2]
     assert (
         "DOES NOT FIT (modeled): needs peak allocated 128.00 MiB" in outs[3] and "cell [4] line 2" in outs[3]

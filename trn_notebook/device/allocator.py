@@ -247,8 +247,7 @@ class CachingAllocator:
         if room is None or nbytes <= room:
             return
         c = self.counters
-        c.num_ooms += 1
-        self.oom_events.append((time.perf_counter() - self._t0, nbytes, self.phase))
+        self._count_oom(nbytes)
         raise OutOfDeviceMemory(
             f"neuron out of memory (host memory backing the simulator): tried to allocate {fmt_bytes(nbytes)}; the "
             f"host has only {fmt_bytes(max(room, 0) + hostmem.RESERVE)} left for this process (keeping "
@@ -292,12 +291,16 @@ class CachingAllocator:
             c.peak_reserved = c.reserved
         return block
 
+    def _count_oom(self, nbytes: int) -> None:
+        """Count one refused allocation of ``nbytes`` and keep its time and phase (every OOM path calls this)."""
+        self.counters.num_ooms += 1
+        self.oom_events.append((time.perf_counter() - self._t0, nbytes, self.phase))
+
     def _over_capacity(self, nbytes: int, size: int) -> None:
         """A new segment for ``nbytes`` would pass the capacity even after the retry: count the OOM and raise
         :class:`OutOfDeviceMemory` with the figures (a dry run's allocator may record it and go on instead)."""
         c = self.counters
-        c.num_ooms += 1
-        self.oom_events.append((time.perf_counter() - self._t0, nbytes, self.phase))
+        self._count_oom(nbytes)
         if self.observer is not None:
             self.observer("oom", 0, nbytes, nbytes)
         free = self.capacity - c.allocated

@@ -16,7 +16,6 @@ free after a new peak, so a growing forward pass costs one copy per local maximu
 
 from __future__ import annotations
 
-import time
 import weakref
 from dataclasses import dataclass
 
@@ -69,8 +68,7 @@ class DryAllocator(CachingAllocator):
             super()._over_capacity(nbytes, size)
             return
         c = self.counters
-        c.num_ooms += 1
-        self.oom_events.append((time.perf_counter() - self._t0, nbytes, self.phase))
+        self._count_oom(nbytes)
         self.crossing = Crossing(nbytes, c.allocated, c.reserved, self.capacity, self.phase, user_source())
 
 
