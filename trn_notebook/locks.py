@@ -19,10 +19,11 @@ no cost on the op path.
 
 from __future__ import annotations
 
-import os
 import threading
 from types import TracebackType
 from typing import Any
+
+from . import envvars
 
 ORDER: tuple[str, ...] = (
     "device_registration",  # device/registration.py: registering the device (once; runs the self-test's ops)
@@ -40,7 +41,7 @@ ORDER: tuple[str, ...] = (
 
 _RANK = {name: i for i, name in enumerate(ORDER)}
 
-CHECKING = os.environ.get("TRN_NOTEBOOK_LOCK_CHECK", "") not in ("", "0")
+CHECKING = envvars.flag("TRN_NOTEBOOK_LOCK_CHECK")
 """Whether locks check the order as they are taken (read once, at import)."""
 
 

@@ -161,6 +161,12 @@ def reset(*, compiled: bool = True, op_overrides: bool = False) -> None:
             r.owner.reset()
 
 
+# envvars sits below this module (locks read a variable through it): its once-per-process memory of the
+# malformed values it warned about registers here; it survives reset() (a value is said once per process).
+from . import envvars as _envvars  # noqa: E402
+
+register("envvars_warned", Globals(_envvars.__name__, "_warned"), reset=False)
+
 __all__ = [
     "Globals",
     "Registration",

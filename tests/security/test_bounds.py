@@ -66,7 +66,7 @@ def test_the_device_card_says_the_simulated_hbm_is_host_memory(fresh_device):
 
 
 @pytest.mark.parametrize(
-    ("value", "expected"), [("4G", 4 * GiB), ("512MiB", 512 * MiB), ("1024", 1024), (" 2 gib ", 2 * GiB)]
+    ("value", "expected"), [("4G", 4 * GiB), ("512MiB", 512 * MiB), ("4194304", 4 * MiB), (" 2 gib ", 2 * GiB)]
 )
 def test_hbm_bytes_accepts_plain_and_unit_sizes(value, expected):
     with warnings.catch_warnings():

@@ -1,32 +1,24 @@
 """Typed configuration of the compiler, read once from the environment (override in tests).
 
-| variable | field |
-|---|---|
-| ``TORCH_NEURONX_NEFF_CACHE_DIR`` | ``cache_dir`` (default: the per-user cache dir, created 0700) |
-| ``TORCH_NEURONX_DISABLE_NEFF_CACHE=1`` | ``disable_cache`` |
-| ``TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION`` | ``disable_fallback_execution`` (default 1: a failed compile raises) |
-| ``TRN_NOTEBOOK_CACHE_KEY_FILE`` | ``key_file`` (default: ``<user config dir>/trn-notebook/cache-hmac.key``) |
-| ``TORCH_NEURONX_DEBUG_DIR`` | ``debug_dir`` |
-| ``TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS=1`` | ``preserve_artifacts`` (write artifacts to ``debug_dir``) |
+The variables (``TORCH_NEURONX_NEFF_CACHE_DIR``, ``TORCH_NEURONX_DISABLE_NEFF_CACHE``,
+``TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION``, ``TRN_NOTEBOOK_CACHE_KEY_FILE``, ``TORCH_NEURONX_DEBUG_DIR``,
+``TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS``) are described once, in ``trn_notebook/envvars.py``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
+from .. import envvars
 from .. import state as _state
 
 
-def _flag(env: dict[str, str], name: str, default: bool) -> bool:
-    """A boolean variable read as the device's are: 1/0, true/false, yes/no, on/off; anything else (``maybe``)
-    warns (a ``ConfigWarning`` naming the variable) and keeps the default, never taken as on (issue 31)."""
-    from ..device.config import _flag as device_flag
-
-    return device_flag(env, name, default)
+def _path(name: str, env: Mapping[str, str] | None) -> str | None:
+    found = envvars.path(name, env)
+    return None if found is None else str(found)
 
 
 @dataclass(frozen=True)
@@ -41,16 +33,16 @@ class CompilerConfig:
     preserve_artifacts: bool = False
 
     @classmethod
-    def from_env(cls, env: dict[str, str] | None = None) -> CompilerConfig:
+    def from_env(cls, env: Mapping[str, str] | None = None) -> CompilerConfig:
         """Build a config from environment variables (``os.environ`` by default)."""
-        env = dict(os.environ if env is None else env)
+        flag = envvars.flag
         return cls(
-            cache_dir=env.get("TORCH_NEURONX_NEFF_CACHE_DIR") or None,
-            disable_cache=_flag(env, "TORCH_NEURONX_DISABLE_NEFF_CACHE", False),
-            key_file=env.get("TRN_NOTEBOOK_CACHE_KEY_FILE") or None,
-            disable_fallback_execution=_flag(env, "TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION", True),
-            debug_dir=env.get("TORCH_NEURONX_DEBUG_DIR") or None,
-            preserve_artifacts=_flag(env, "TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS", False),
+            cache_dir=_path("TORCH_NEURONX_NEFF_CACHE_DIR", env),
+            disable_cache=flag("TORCH_NEURONX_DISABLE_NEFF_CACHE", env),
+            key_file=_path("TRN_NOTEBOOK_CACHE_KEY_FILE", env),
+            disable_fallback_execution=flag("TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION", env),
+            debug_dir=_path("TORCH_NEURONX_DEBUG_DIR", env),
+            preserve_artifacts=flag("TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS", env),
         )
 
 

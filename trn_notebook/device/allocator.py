@@ -462,13 +462,12 @@ def allocator_timeline_columns() -> list[str]:
 def _capacity_setting_note(capacity: int) -> str:
     """Names ``TRN_NOTEBOOK_HBM_BYTES`` when it set this capacity (a value too small to use is no import error:
     it shows here, at the first allocation that does not fit)."""
-    import os
-
+    from .. import envvars
     from .config import get_config
 
     if get_config().hbm_bytes != capacity:
         return ""
     return (
-        f"The capacity comes from TRN_NOTEBOOK_HBM_BYTES={os.environ.get('TRN_NOTEBOOK_HBM_BYTES', '')!r}; "
+        f"The capacity comes from TRN_NOTEBOOK_HBM_BYTES={envvars.text('TRN_NOTEBOOK_HBM_BYTES')!r}; "
         "unset it (or give e.g. 24G) for the chip's own HBM. "
     )

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import importlib.util
 import logging
-import os
 import sys
 
+from .. import envvars
 from .. import state as _state
+from ..envvars import torch_is_importing
 
 log = logging.getLogger("trn_notebook.device")
 
@@ -35,8 +36,10 @@ def autoload(explicit: bool = False) -> bool:
     Through ``import torch`` it never raises: a failure is a warning and the device is not registered.
     """
     global _said_stand_down
-    if not explicit and os.environ.get("TORCH_DEVICE_BACKEND_AUTOLOAD", "1") == "0":
+    if not explicit and not envvars.flag("TORCH_DEVICE_BACKEND_AUTOLOAD"):
         return False
+    if explicit:
+        _say_if_torch_skipped_us()
     if real_backend_present():
         if not _said_stand_down:
             _said_stand_down = True
@@ -64,21 +67,17 @@ def autoload(explicit: bool = False) -> bool:
     return True
 
 
-def torch_is_importing() -> bool:
-    """True while ``import torch`` is loading its device backends (our entry point imported this package).
-
-    Then even ``import trn_notebook``'s own registration must not raise: the ``import torch`` of a
-    program that never uses ``neuron`` would fail because of us.
-    """
-    frame = sys._getframe(1)
-    while frame is not None:
-        code = frame.f_code
-        if code.co_name == "_import_device_backends" and code.co_filename.endswith(
-            os.path.join("torch", "__init__.py")
-        ):
-            return True
-        frame = frame.f_back  # type: ignore[assignment]
-    return False
+def _say_if_torch_skipped_us() -> None:
+    """Warn when ``TORCH_DEVICE_BACKEND_AUTOLOAD`` is malformed: PyTorch read it as off (only ``1`` is on)."""
+    raw = envvars.text("TORCH_DEVICE_BACKEND_AUTOLOAD")
+    if raw is not None and raw not in ("0", "1"):
+        envvars.warn_bad(
+            "TORCH_DEVICE_BACKEND_AUTOLOAD",
+            raw,
+            "1 (on) or 0 (off)",
+            consequence="PyTorch read it as 0, so `import torch` alone does not register neuron; "
+            "`import trn_notebook` registered it.",
+        )
 
 
 def _warn_safely(message: str) -> None:

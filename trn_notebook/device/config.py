@@ -1,110 +1,38 @@
 """Typed configuration of the simulated device, read once from the environment.
 
-Environment variables mirror TorchNeuron's where one exists (see shared/reference/torchneuron.md):
-
-| variable | field | meaning |
-|---|---|---|
-| ``NEURON_LAUNCH_BLOCKING=1`` | ``launch_blocking`` | every op is a sync point |
-| ``TORCH_NEURONX_ENABLE_CONCATENATION=1`` | ``eager_fusion`` | adaptive eager fusion of queued native ops |
-| ``TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS=1`` | ``fallback_only_for_unimplemented`` |
-|   an op with a native kernel that cannot run here (dtype/layout) raises instead of falling back |
-| ``TRN_NOTEBOOK_STRICT=1`` | ``strict`` | any CPU fallback raises (ours) |
-| ``TRN_NOTEBOOK_CHIP=trn2|trn3`` | ``chip`` | chip model (ours) |
-| ``TRN_NOTEBOOK_HBM_BYTES=N`` | ``hbm_bytes`` | override the simulated device memory capacity: bytes, or with a |
-|   binary unit ``K``/``M``/``G``/``T`` (``KiB`` … ``TiB`` too), e.g. ``4G`` (ours) |
-| ``TRN_NOTEBOOK_ALLOW_FLOAT64=1`` | ``allow_float64`` | run float64 on the device instead of raising (ours) |
-
-A malformed value never raises (it would break every ``import torch`` through the autoload entry
-point): it warns (:class:`ConfigWarning`) naming the variable, the value and the accepted forms,
-and the default is used.
+Fields are read from the environment variables listed in ``trn_notebook/envvars.py`` (and
+``docs/environment.md``, generated from it); those mirror TorchNeuron's where one exists. A malformed
+value never raises (it would break every ``import torch`` through the autoload entry point): it warns
+(:class:`ConfigWarning`) naming the variable, the value and the accepted forms, and the default is used.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import os
-import re
-import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
+from .. import envvars
 from .. import state as _state
+from ..envvars import BYTES_FORMS, SMALLEST_HBM, ConfigWarning, parse_bytes
 
 T = TypeVar("T")
+__all__ = ["BYTES_FORMS", "ConfigWarning", "DeviceConfig", "get_config", "override", "parse_bytes", "set_config"]
 
 
-class ConfigWarning(UserWarning):
-    """An environment variable of the simulator has a value it does not accept; the default is used."""
-
-
-_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
-_BYTES_RE = re.compile(r"(\d{1,20})\s*([kmgt]?)(?:i?b)?", re.IGNORECASE)
-BYTES_FORMS = "a positive number of bytes, optionally with a binary unit: 25769803776, 24G, 512MiB, 1T"
-
-
-def _bad(name: str, value: str, forms: str) -> None:
-    message = f"{name}={value!r} is not valid; accepted: {forms}. Using the default instead."
-    try:
-        warnings.warn(message, ConfigWarning, stacklevel=4)
-    except Warning:  # warnings are errors (-W error, pytest's filterwarnings=error)
-        from .autoload import torch_is_importing
-
-        if not torch_is_importing():
-            raise
-        import logging  # `import torch` must not fail because of us: say it on stderr instead
-
-        logging.getLogger("trn_notebook.device").warning("%s", message)
-
-
-def parse_bytes(text: str) -> int:
-    """``'24G'``/``'512MiB'``/``'1024'`` as bytes; raises ``ValueError`` naming the accepted forms."""
-    m = _BYTES_RE.fullmatch(text.strip())
-    value = int(m.group(1)) * _UNITS[m.group(2).lower()] if m else 0
-    if value <= 0:
-        raise ValueError(f"{text!r} is not a size; use {BYTES_FORMS}")
-    return value
-
-
-def _bytes_setting(env: dict[str, str], name: str) -> int | None:
-    value = env.get(name)
-    if value is None or value.strip() == "":
-        return None
-    try:
-        return parse_bytes(value)
-    except ValueError:
-        _bad(name, value, BYTES_FORMS)
-        return None
-
-
-def _chip_setting(env: dict[str, str], name: str, default: str) -> str:
-    value = env.get(name)
-    if value is None or value.strip() == "":
+def _chip_setting(env: Mapping[str, str] | None, name: str, default: str) -> str:
+    value = envvars.text(name, env)
+    if value is None:
         return default
     from .chips import CHIPS, get_chip_spec
 
     try:
         return get_chip_spec(value).name
     except ValueError:
-        _bad(name, value, ", ".join(sorted(CHIPS)))
+        envvars.warn_bad(name, value, ", ".join(sorted(CHIPS)), once=env is None)
         return default
-
-
-_TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
-
-
-def _flag(env: dict[str, str], name: str, default: bool = False) -> bool:
-    """A boolean variable: 1/true/yes/on or 0/false/no/off (any case); anything else (``maybe``) warns and
-    uses the default instead of being taken as on."""
-    value = env.get(name)
-    if value is None or value.strip() == "":
-        return default
-    word = value.strip().lower()
-    if word in _TRUE or word in _FALSE:
-        return word in _TRUE
-    _bad(name, value, "1/0, true/false, yes/no, on/off")
-    return default
 
 
 @dataclass(frozen=True)
@@ -121,17 +49,17 @@ class DeviceConfig:
     allow_float64: bool = False
 
     @classmethod
-    def from_env(cls, env: dict[str, str] | None = None) -> DeviceConfig:
+    def from_env(cls, env: Mapping[str, str] | None = None) -> DeviceConfig:
         """Build a config from environment variables (``os.environ`` by default); bad values warn, never raise."""
-        env = dict(os.environ if env is None else env)
+        flag = envvars.flag
         return cls(
             chip=_chip_setting(env, "TRN_NOTEBOOK_CHIP", "trn2"),
-            hbm_bytes=_bytes_setting(env, "TRN_NOTEBOOK_HBM_BYTES"),
-            launch_blocking=_flag(env, "NEURON_LAUNCH_BLOCKING"),
-            eager_fusion=_flag(env, "TORCH_NEURONX_ENABLE_CONCATENATION"),
-            fallback_only_for_unimplemented=_flag(env, "TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS"),
-            strict=_flag(env, "TRN_NOTEBOOK_STRICT"),
-            allow_float64=_flag(env, "TRN_NOTEBOOK_ALLOW_FLOAT64"),
+            hbm_bytes=envvars.size("TRN_NOTEBOOK_HBM_BYTES", env, minimum=SMALLEST_HBM),
+            launch_blocking=flag("NEURON_LAUNCH_BLOCKING", env),
+            eager_fusion=flag("TORCH_NEURONX_ENABLE_CONCATENATION", env),
+            fallback_only_for_unimplemented=flag("TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS", env),
+            strict=flag("TRN_NOTEBOOK_STRICT", env),
+            allow_float64=flag("TRN_NOTEBOOK_ALLOW_FLOAT64", env),
         )
 
 

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
 import torch
 
+from .. import envvars
 from .. import locks as _locks
 from .. import state as _state
 
@@ -279,15 +279,13 @@ def _value(key: str, value: str) -> Any:
 
 
 def _from_env() -> NumericsPolicy:
-    value = os.environ.get(ENV_VAR, "").strip()
-    if not value:
+    value = envvars.text(ENV_VAR)
+    if value is None:
         return NumericsPolicy()
     try:
         return parse_numerics(value)
     except (ValueError, TypeError) as exc:  # a bad value must not break `import torch` (autoload)
-        from .config import _bad
-
-        _bad(ENV_VAR, value, f"exact or trainium[,KEY=VALUE...] ({exc})")
+        envvars.warn_bad(ENV_VAR, value, f"exact or trainium[,KEY=VALUE...] ({exc})")
         return NumericsPolicy()
 
 

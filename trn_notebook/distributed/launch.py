@@ -19,6 +19,7 @@ from typing import Any
 
 import torch.multiprocessing as mp
 
+from .. import envvars
 from ..device.source_lines import is_user_file
 from .rendezvous import check_world_size, join_group, loopback_env, private_dir, store_path
 
@@ -57,7 +58,7 @@ def _rank_main(
         LOCAL_RANK=str(rank),
         WORLD_SIZE=str(world),
         LOCAL_WORLD_SIZE=str(world),
-        OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"),
+        OMP_NUM_THREADS=envvars.text("OMP_NUM_THREADS") or "1",
         **loopback_env(),
     )
     import torch

@@ -20,6 +20,7 @@ import sys
 import warnings
 from dataclasses import dataclass, field
 
+from .. import envvars
 from .. import state as _state
 
 ENV = "TRN_NOTEBOOK_RANKS_NETNS"
@@ -38,11 +39,7 @@ class RanksIsolationError(RuntimeError):
 def netns_mode() -> str:
     """``TRN_NOTEBOOK_RANKS_NETNS`` as one of ``auto``, ``on``, ``off``; raises ``ValueError`` naming the
     variable and the accepted values for anything else."""
-    raw = os.environ.get(ENV, "auto")
-    mode = raw.strip().lower() or "auto"
-    if mode not in MODES:
-        raise ValueError(f"{ENV}={raw!r} is not one of auto, on, off (unset means auto); set it to one of those")
-    return mode
+    return envvars.choice(ENV, choices=MODES)
 
 
 @dataclass

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
+from .. import envvars
 from .. import state as _state
 from ..device.lanes import thread_names
 from .launch import RankError, RanksTimeout
@@ -229,7 +230,7 @@ class RankPool:
         self._dir: str | None = private_dir("trn_ranks_")
         self.conns: list[Connection] = []
         self.processes: list[subprocess.Popen[bytes]] = []
-        env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"), **loopback_env())
+        env = dict(os.environ, OMP_NUM_THREADS=envvars.text("OMP_NUM_THREADS") or "1", **loopback_env())
         # One private network namespace for all ranks where the system allows it (see .netns): gloo's listeners
         # are then out of every other process's reach. None: the host's (TRN_NOTEBOOK_RANKS_NETNS=off, or refused).
         self.netns: PrivateNet | None = None

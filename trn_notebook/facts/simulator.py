@@ -6,7 +6,6 @@ public version counters; nothing here counts on its own.
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Hashable, Mapping
 from pathlib import Path
@@ -123,11 +122,9 @@ class SimulatorBackend:
 
     def cache_dir(self) -> Path | None:
         """See :meth:`Backend.cache_dir`."""
-        if os.environ.get("TORCH_NEURONX_DISABLE_NEFF_CACHE") == "1":
-            return None
-        from ..compiler.disk_cache import cache_dir
+        from ..compiler.disk_cache import cache_dir, enabled
 
-        return cache_dir()
+        return cache_dir() if enabled() else None
 
     def cache_entries(self) -> list[dict[str, Any]]:
         """The compile cache's index (``trn_notebook.compiler.disk_cache.cache_entries()``)."""

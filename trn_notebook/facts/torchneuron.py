@@ -10,13 +10,13 @@ documented names and exercised with the stand-in package in ``tests/facts/fake_h
 from __future__ import annotations
 
 import importlib
-import os
 from collections.abc import Hashable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
 
+from .. import envvars
 from .base import NA, OpPlacement, Placement, SimulatorOnlyError, simulator_only
 
 if TYPE_CHECKING:
@@ -145,9 +145,9 @@ class TorchNeuronBackend:
 
     def cache_dir(self) -> Path | None:
         """``TORCH_NEURONX_NEFF_CACHE_DIR`` (default ``/tmp/neff_cache``), None when the cache is disabled."""
-        if os.environ.get("TORCH_NEURONX_DISABLE_NEFF_CACHE") == "1":
+        if envvars.flag("TORCH_NEURONX_DISABLE_NEFF_CACHE"):
             return None
-        return Path(os.environ.get("TORCH_NEURONX_NEFF_CACHE_DIR", DEFAULT_NEFF_CACHE))
+        return envvars.path("TORCH_NEURONX_NEFF_CACHE_DIR") or Path(DEFAULT_NEFF_CACHE)
 
     def compile_version(self) -> Hashable | None:
         """Unknown: views re-read ``get_dynamo_metrics()``."""

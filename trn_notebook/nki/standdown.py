@@ -5,8 +5,9 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import logging
-import os
 from types import ModuleType
+
+from .. import envvars
 
 log = logging.getLogger("trn_notebook.nki")
 
@@ -23,7 +24,7 @@ def real_nki() -> ModuleType | None:
 
     ``TRN_NOTEBOOK_FORCE_NKI_SIM=1`` keeps the simulator even when the real package is present.
     """
-    if os.environ.get("TRN_NOTEBOOK_FORCE_NKI_SIM", "") not in ("", "0"):
+    if envvars.flag("TRN_NOTEBOOK_FORCE_NKI_SIM"):
         return None
     for name in ("nki", "neuronxcc.nki"):
         if _find(name):

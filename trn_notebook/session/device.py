@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import os
-
 import torch
 
-from .. import facts
+from .. import envvars, facts
 from ..device import register
 from ..device.chips import CHIPS as CHIP_SPECS
 from ..device.config import get_config, set_config
@@ -84,7 +82,7 @@ def _hardware_card(device: str, backend: facts.Backend) -> Card:
     props = backend.device_properties()
     total = props.get("total_memory")
     cores = props.get("logical_core_count", props.get("multi_processor_count", NA))
-    blocking = os.environ.get("NEURON_LAUNCH_BLOCKING") == "1"
+    blocking = envvars.flag("NEURON_LAUNCH_BLOCKING")
     return Card(
         f"default device: {device}",
         [
