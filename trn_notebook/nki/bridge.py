@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from .. import state as _state
 from ..device import costmodel as device_costmodel
 from ..device.clocks import clocks
 from ..device.placement import placement_log
@@ -31,6 +32,8 @@ CATEGORY = "custom_kernel"
 LIST = -1
 """``outputs=LIST``: the op returns ``Tensor[]``, as many tensors as the kernel returns (``nki.jit`` under compile)."""
 _TYPES = {bool: "bool", int: "int", float: "float", str: "str"}
+_registered: dict[str, tuple[str, Any]] = {}  # op name -> (kernel version, op): torch.library keeps them too
+_state.register("nki_ops", _state.Globals(__name__, "_registered"), reset=False)  # ops outlive reset()
 
 
 def _schema(fn: Callable[..., Any], mutates: tuple[str, ...], outputs: int, types: dict[str, str] | None = None) -> str:
@@ -72,7 +75,14 @@ def check_op_name(name: str) -> None:
     :data:`~trn_notebook.compiler.namespaces.RESERVED_NAMESPACES` nor starting with ``_``)."""
     from ..compiler.namespaces import is_user_namespace
 
-    ns, sep, op = name.partition("::") if isinstance(name, str) else ("", "", "")
+    if not isinstance(name, str):
+        raise TypeError(f"nki_op name must be a string 'namespace::op_name', got {type(name).__name__}")
+    ns, sep, op = name.partition("::")
+    if not name.isascii():
+        raise ValueError(
+            f"nki_op name {name!r} has non-ASCII characters; operator names are ASCII identifiers "
+            "'namespace::op_name' (e.g. 'mylib::softmax')"
+        )
     if not sep or not ns.isidentifier() or not op.split(".")[0].isidentifier():
         raise ValueError(f"nki_op name must be 'namespace::op_name' (e.g. 'mylib::softmax'), got {name!r}")
     if not is_user_namespace(ns):
@@ -105,6 +115,16 @@ def nki_op(
     name or signature (from ``torch.library``).
     """
     check_op_name(name)
+    if isinstance(outputs, bool) or not isinstance(outputs, int) or (outputs < 0 and outputs != LIST):
+        raise ValueError(
+            f"nki_op({name!r}, outputs={outputs!r}): outputs is how many tensors the kernel returns (0, 1, 2, ...) "
+            "or trn_notebook.nki.bridge.LIST (-1) for a list of any length"
+        )
+    if not isinstance(mutates_args, str | tuple | list) or not all(isinstance(m, str) for m in mutates_args):
+        raise TypeError(
+            f"nki_op({name!r}, mutates_args={mutates_args!r}): give the names of the tensor parameters the kernel "
+            "writes, as a tuple of strings (() when it writes none)"
+        )
     mutates = (mutates_args,) if isinstance(mutates_args, str) else tuple(mutates_args)
 
     def decorate(kernel: Any) -> Any:
@@ -113,6 +133,15 @@ def nki_op(
         k: Kernel = as_kernel(kernel)
         schema = _schema(k.fn, mutates, outputs, types)
         version = _version(k.fn)
+        if name in _registered:
+            known, existing = _registered[name]
+            if known == version:
+                return existing  # the same kernel again (a notebook cell re-run): the op already stands
+            raise ValueError(
+                f"nki_op({name!r}) is already registered in this process with a different kernel; PyTorch cannot "
+                f"replace an operator while the process runs. Register this version under a new name (e.g. "
+                f"'{name}_v2') or restart the kernel"
+            )
         if real_nki() is not None:  # the real NKI and torch_neuronx own kernels: register the plain call
             op = torch.library.custom_op(name, lambda *a: kernel(*a), mutates_args=mutates, schema=schema)
             return op
@@ -123,7 +152,16 @@ def nki_op(
             if any(isinstance(a, FakeTensor) for a in args):  # shape propagation (e.g. the cache's check)
                 out = _fake(*args)
                 return _from_list(out) if outputs == LIST else out
-            return _clone_aliases(k(*args), args)
+            return _clone_aliases(_counted(k(*args)), args)
+
+        def _counted(out: Any) -> Any:
+            got = 0 if out is None else 1 if isinstance(out, torch.Tensor) else len(out)
+            if outputs != LIST and got != outputs:
+                raise ValueError(
+                    f"nki_op({name!r}, outputs={outputs}): the kernel returned {got} tensor(s); set outputs={got} "
+                    f"(or return {outputs} tensors from the kernel)"
+                )
+            return out
 
         def impl(*args: Any) -> Any:
             if not any(isinstance(a, torch.Tensor) and a.device.type == "neuron" for a in args):
@@ -131,7 +169,7 @@ def nki_op(
             t0 = time.perf_counter()
             hosts = [host_view(a) if isinstance(a, torch.Tensor) and a.device.type == "neuron" else a for a in args]
             result = k.run(*hosts)
-            outs = _clone_aliases(result.outputs, hosts)
+            outs = _clone_aliases(_counted(result.outputs), hosts)
             outs = (
                 tuple(wrap(o) for o in outs) if isinstance(outs, tuple) else (wrap(outs) if outs is not None else None)
             )
@@ -183,6 +221,7 @@ def nki_op(
             op.register_autograd(bw, setup_context=sc)
         setattr(op._opoverload, "trn_kernel_call", KernelEntry(name, version, run, output_specs))  # noqa: B010
         op.kernel = k  # type: ignore[attr-defined]
+        _registered[name] = (version, op)
         return op
 
     return decorate

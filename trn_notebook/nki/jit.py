@@ -97,7 +97,14 @@ class Kernel:
         for pid in itertools.product(*(range(g) for g in grid)) if grid else [()]:
             ctx = SimContext(spec, meta=meta, program_id=pid, grid=grid, shared=shared)
             with ctx:
-                out = self.fn(*hbm_args, **kwargs)
+                try:
+                    out = self.fn(*hbm_args, **kwargs)
+                except RecursionError:
+                    raise NkiError(
+                        f"kernel {self.name} recursed without end (Python's recursion limit was reached while the "
+                        "kernel body ran): a kernel may call helper functions, but a call of itself needs a base "
+                        "case that stops it; write repeated work as a loop (nl.affine_range / for i in range(n))"
+                    ) from None
             result = out if result is None else result
             sched = ctx.scheduler
             reports.append(
@@ -124,10 +131,20 @@ class Kernel:
         return KernelRun(outputs, report)
 
 
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 def _outputs(result: Any, kinds: set[str], meta: bool, name: str) -> Any:
     if result is None:
         return None
     single = isinstance(result, NkiTensor)
+    if not single and not isinstance(result, tuple | list):
+        raise NkiError(
+            f"kernel {name} returned {type(result).__name__} {_short(result)}; a kernel returns an HBM tensor "
+            "(nl.ndarray(shape, dtype, buffer=nl.shared_hbm), filled with nl.store), a tuple of them, or nothing"
+        )
     items = [result] if single else list(result)
     outs = []
     for o in items:

@@ -138,6 +138,7 @@ class SimContext:
                 st = self.shared[i]
                 if tuple(st.data.shape) == shape and st.data.dtype == dtype:
                     return NkiTensor(st.data, st)
+            self._check_hbm(shape, dtype, name)  # before any memory is taken for it
         data = torch.empty(shape, dtype=dtype, device=self.device)
         if not self.meta:
             data.fill_(sentinel(dtype))
@@ -175,6 +176,38 @@ class SimContext:
             "and loop over them",
             NkiCapacityError,
         )
+
+    def _check_hbm(self, shape: tuple[int, ...], dtype: torch.dtype, name: str) -> None:
+        """Refuse an HBM tensor the device cannot hold next to what it holds already, or (computed runs)
+        the host memory backing the simulator cannot give: a kernel must end in an error, never in the
+        host's OOM killer. Raises :class:`NkiCapacityError` with the figures."""
+        from ..device import hostmem, runtime
+        from ..display.format import fmt_bytes
+
+        nbytes = math.prod(shape) * dtype.itemsize
+        taken = sum(math.prod(st.data.shape) * st.data.dtype.itemsize for st in self.shared)
+        alloc = runtime.allocator
+        free = alloc.capacity - alloc.counters.allocated - taken
+        what = f"HBM tensor {name or ''}{shape} {dtype} asks {fmt_bytes(nbytes)}"
+        if nbytes > free:
+            raise fail(
+                f"HBM capacity exceeded at allocation: {what}, but the device has {fmt_bytes(max(free, 0))} free of "
+                f"{fmt_bytes(alloc.capacity)} ({fmt_bytes(alloc.counters.allocated)} held by tensors, "
+                f"{fmt_bytes(taken)} by this kernel's earlier HBM tensors). Tile the work over smaller outputs, "
+                "or free device tensors you no longer need",
+                NkiCapacityError,
+            )
+        if self.meta:
+            return  # shapes only: no host memory is taken
+        room = hostmem.guard.headroom(alloc.counters.active + taken)
+        if room is not None and nbytes > room:
+            raise fail(
+                f"host memory exceeded at allocation: {what}, but the host backing the simulator has only "
+                f"{fmt_bytes(max(room, 0) + hostmem.RESERVE)} left for this process (keeping "
+                f"{fmt_bytes(hostmem.RESERVE)} for the notebook). Run the kernel on smaller inputs, or model it "
+                "from shapes only with nki.estimate(kernel, (shape, dtype), ...) (every rule checked, nothing computed)",
+                NkiCapacityError,
+            )
 
     def touch(self, tensors: list[NkiTensor]) -> None:
         """Reserve on-chip space for tiles used for the first time; raises :class:`NkiCapacityError` when full.
