@@ -20,7 +20,7 @@ from .device.placement import PlacementEntry, placement_log
 from .device.runtime import allocator
 from .facts.base import NOT_MEASURED, shown
 from .facts.simulator import placement_of
-from .outfiles import check_writable
+from .outfiles import check_writable, write_text_atomic
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -117,8 +117,7 @@ def save_trace(path: str | Path) -> Path:
         "then prof.export_chrome_trace(path)",
     )
     path = check_writable(path, "trace")
-    path.write_text(json.dumps(clocks.chrome_trace()), encoding="utf-8")
-    return path
+    return write_text_atomic(path, json.dumps(clocks.chrome_trace()))
 
 
 def memory_timeline() -> pd.DataFrame:

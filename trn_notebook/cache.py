@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import time
 import warnings
@@ -28,7 +27,7 @@ from .compiler import trust as _trust
 from .compiler.buckets import BucketedCallable, WarmupSummary
 from .compiler.text import parse_graph
 from .limits import LimitError, check_json_shape, read_limited
-from .outfiles import check_writable
+from .outfiles import check_writable, write_all, write_atomic
 
 BUNDLE_FORMAT = "trn-notebook-cache-bundle"
 BUNDLE_VERSION = 1
@@ -157,8 +156,7 @@ def export(path: str | Path, keys: list[str] | None = None) -> BundleSummary:
     }
     sha = _digest(body)
     data = json.dumps({**body, "sha256": sha}, indent=1, sort_keys=True).encode()
-    _cache._atomic_write(path, data)
-    os.chmod(path, 0o644)  # a file we just created, meant to be shared read-only
+    write_atomic(path, data, mode=0o644)  # meant to be shared read-only (the umask may narrow it)
     return BundleSummary(str(path), len(entries), len(data), sha, left_out=tuple(left_out))
 
 
@@ -254,18 +252,23 @@ def import_(path: str | Path, *, trust: bool = False) -> BundleSummary:
             left_out.append(graph)
             continue
         checked.append((key, {k: meta.get(k) for k in _META_KEYS}, text))
-    d = _cache.usable_dir(create=True)
-    present = written = 0
-    for key, meta, text in checked:
-        if _cache.load(key) is not None:  # your own valid entry is kept: a bundle never replaces it
-            present += 1
-            continue
-        _cache.write_entry(d, key, text, {**meta, "imported_from": sha})
-        written += 1
     if not checked:
         raise BundleError(
             f"bundle {path}: every entry calls a custom kernel ({', '.join(left_out)}); nothing was imported"
         )
+    d = _cache.usable_dir(create=True)
+    files: list[tuple[str | Path, bytes]] = []
+    present = written = 0
+    for i, (key, meta, text) in enumerate(checked):
+        if _cache.load(key) is not None:  # your own valid entry is kept: a bundle never replaces it
+            present += 1
+            continue
+        try:
+            files += _cache.entry_files(d, key, text, {**meta, "imported_from": sha})
+        except (ValueError, TypeError) as exc:  # metadata JSON cannot hold (NaN): found before any write
+            raise BundleError(f"bundle {path}: entry {i} has unusable metadata ({exc}); nothing was imported") from None
+        written += 1
+    write_all(files, mode=0o600)  # every entry or none (OSError: nothing was changed)
     return BundleSummary(str(path), written, len(raw), sha, present, tuple(left_out))
 
 

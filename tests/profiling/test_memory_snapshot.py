@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import os
+import pathlib
 
 import pytest
 import torch
@@ -149,3 +151,37 @@ def test_adjacent_free_blocks_are_not_fragmentation():
     assert row.fragmentation == pytest.approx(1 / 3)
     del ts
     torch.neuron.empty_cache()
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory", "device"])
+def test_a_special_file_named_json_is_refused_without_blocking(tmp_path, kind):
+    # Probe (medium): memory_snapshot_view on a FIFO named *.json hung until killed.
+    import threading
+
+    from trn_notebook.widgets.memory_snapshot import memory_snapshot_view
+
+    path = tmp_path / "snapshot.json"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "directory":
+        path.mkdir()
+    else:
+        path = pathlib.Path("/dev/zero")
+    outcome: list[BaseException | None] = []
+
+    def view() -> None:
+        try:
+            memory_snapshot_view(str(path))
+            outcome.append(None)
+        except BaseException as exc:
+            outcome.append(exc)
+
+    t = threading.Thread(target=view, daemon=True)
+    t.start()
+    t.join(30)
+    if t.is_alive() and kind == "fifo":  # unblock the reader so the thread ends, then fail
+        with open(path, "wb"):
+            pass
+    assert outcome, "memory_snapshot_view blocked on a special file"
+    assert isinstance(outcome[0], ValueError) and "not a regular file" in str(outcome[0]), outcome
+    assert torch.ones(2, device="neuron").sum().item() == 2.0

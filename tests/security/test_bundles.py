@@ -145,3 +145,21 @@ def test_a_graph_calling_a_custom_kernel_is_left_out_with_a_warning_and_the_rest
             again = user_cache.import_(summary.path, trust=True)
         assert again.entries == 1 and again.left_out == (graph,)
         assert [e["graph_name"] for e in user_cache.cache_entries()] != [graph]
+
+
+def _two_entries_second_with_nan(b) -> None:
+    first = b["entries"][0]
+    second = json.loads(json.dumps(first))
+    second["key"] = "f" * 32
+    second["meta"]["graph_name"] = float("nan")
+    b["entries"].append(second)
+
+
+def test_an_import_is_all_or_nothing_when_a_later_entry_cannot_be_written(bundle, other_user):
+    # Probe (low): a 2-entry bundle whose second entry's metadata held a NaN raised "Out of range float
+    # values are not JSON compliant" after writing the first entry's files.
+    rewrite(bundle, _two_entries_second_with_nan)
+    with pytest.raises(user_cache.BundleError, match=r"entry 1 has unusable metadata.*nothing was imported"):
+        user_cache.import_(bundle, trust=True)
+    assert not other_user.exists() or sorted(p.name for p in other_user.iterdir() if not p.name.startswith(".")) == []
+    assert compile_f().cache_result == "miss"

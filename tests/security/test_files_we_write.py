@@ -6,12 +6,13 @@ from __future__ import annotations
 import errno
 import json
 import os
+import pathlib
 
 import pytest
 import torch
 
+from trn_notebook import outfiles
 from trn_notebook.profiling import memory as recording
-from trn_notebook.profiling import safe_write
 from trn_notebook.widgets.memory_snapshot import memory_snapshot_view
 
 
@@ -41,24 +42,14 @@ def test_a_dump_on_a_full_disk_leaves_the_old_file_and_no_temporary(tmp_path, hi
     # Probe: a snapshot dump on a full disk left a truncated file.
     recording._dump_snapshot(tmp_path / "snap.pickle")
     before = (tmp_path / "snap.json").read_bytes()
-    real_fdopen = os.fdopen
+    real_write_fd = outfiles._write_fd
 
-    class Full:
-        def __init__(self, fh):
-            self.fh = fh
+    def full(fd, data):  # half the bytes reach the disk, then it is full
+        real_write_fd(fd, data[: len(data) // 2])
+        raise OSError(errno.ENOSPC, "No space left on device")
 
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            self.fh.close()
-
-        def write(self, data):
-            self.fh.write(data[: len(data) // 2])
-            raise OSError(errno.ENOSPC, "No space left on device")
-
-    monkeypatch.setattr(safe_write.os, "fdopen", lambda fd, mode: Full(real_fdopen(fd, mode)))
-    with pytest.raises(OSError, match="No space left on device.*left unchanged"):
+    monkeypatch.setattr(outfiles, "_write_fd", full)
+    with pytest.raises(OSError, match="No space left on device.*nothing was changed"):
         recording.dump_snapshot_json(tmp_path / "snap.json")
     assert (tmp_path / "snap.json").read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["snap.json", "snap.pickle"]
@@ -123,3 +114,94 @@ def test_a_trace_or_snapshot_to_a_bad_path_is_a_clear_error_and_the_session_goes
     good = tmp_path / "ok.json"
     prof.export_chrome_trace(str(good))
     assert json.loads(good.read_text())["traceEvents"]
+
+
+def _fail_on_call(monkeypatch, n: int) -> None:
+    """The ``n``-th file staged by outfiles hits a full disk (the earlier ones are written)."""
+    real_write_fd = outfiles._write_fd
+    calls = []
+
+    def write_fd(fd, data):
+        calls.append(1)
+        if len(calls) == n:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real_write_fd(fd, data)
+
+    monkeypatch.setattr(outfiles, "_write_fd", write_fd)
+
+
+def test_a_cache_entry_on_a_full_disk_leaves_no_orphan_ir(tmp_path, monkeypatch):
+    # Probe (low): on a full disk an entry's IR was written, its JSON hit ENOSPC and the .ir stayed.
+    from trn_notebook.compiler import disk_cache
+
+    _fail_on_call(monkeypatch, 2)  # the IR is written, the JSON that commits it is not
+    with pytest.raises(OSError, match="No space left on device"):
+        disk_cache.write_entry(tmp_path, "a" * 32, "graph g() {}\n", {"graph_name": "g"})
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_write_all_puts_back_what_it_renamed_when_a_later_rename_fails(tmp_path, monkeypatch):
+    old = tmp_path / "a.txt"
+    old.write_text("old a")
+    real_replace = os.replace
+    calls = []
+
+    def replace(src, dst):
+        calls.append(dst)
+        if len(calls) == 2 and str(dst).endswith("b.txt"):
+            raise OSError(errno.EIO, "Input/output error")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(outfiles.os, "replace", replace)
+    with pytest.raises(OSError, match=r"cannot write .*b\.txt.*nothing was changed"):
+        outfiles.write_all([(old, b"new a"), (tmp_path / "b.txt", b"new b")])
+    monkeypatch.undo()
+    assert old.read_text() == "old a"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt"]
+
+
+def _umask_now() -> str:
+    for line in pathlib.Path("/proc/self/status").read_text().splitlines():  # read without setting it
+        if line.startswith("Umask:"):
+            return line.split()[1]
+    pytest.skip("no Umask line in /proc/self/status")
+
+
+def test_writing_never_changes_the_process_umask_and_honours_it(tmp_path):
+    # Reading the umask with os.umask(0) set it to 0 for a moment: a race with every thread creating a file.
+    import threading
+
+    before = _umask_now()
+    seen: set[str] = set()
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.is_set():
+            seen.add(_umask_now())
+
+    t = threading.Thread(target=watch, daemon=True)
+    t.start()
+    try:
+        for i in range(300):
+            outfiles.write_atomic(tmp_path / f"f{i}.txt", b"x")
+    finally:
+        stop.set()
+        t.join()
+    assert seen <= {before}, seen
+    mode = (tmp_path / "f0.txt").stat().st_mode & 0o777
+    assert mode == 0o666 & ~int(before, 8)
+
+
+def test_no_module_sets_the_umask():
+    import ast
+
+    import trn_notebook
+
+    root = pathlib.Path(trn_notebook.__file__).parent
+    calls = [
+        f"{p.relative_to(root)}:{n.lineno}"
+        for p in root.rglob("*.py")
+        for n in ast.walk(ast.parse(p.read_text()))
+        if isinstance(n, ast.Call) and ast.unparse(n.func) == "os.umask"
+    ]
+    assert calls == []

@@ -12,6 +12,7 @@ import time
 from typing import Any
 
 from ..extras import MissingExtra
+from ..outfiles import write_text_atomic
 from .api import sweep
 from .table import summarize, to_markdown
 
@@ -86,8 +87,7 @@ def _write_outputs(
     from .compiled_table import section_of, splice
 
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as fh:
-            json.dump([r.to_json() for r in results], fh, indent=1)
+        write_text_atomic(args.json, json.dumps([r.to_json() for r in results], indent=1))
     if args.out:
         command = "python -m trn_notebook.compat " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
         try:
@@ -100,8 +100,7 @@ def _write_outputs(
             text = splice(existing, text) if existing else text
         elif section_of(existing):
             text = text.rstrip("\n") + "\n\n" + section_of(existing)
-        with open(args.out, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        write_text_atomic(args.out, text)
         print(f"wrote {args.out}")
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from .. import locks as _locks
 from .. import state as _state
+from ..outfiles import write_all
 from .config import get_config
 from .ir import Graph
 from .schedule import Schedule
@@ -95,17 +96,15 @@ _state.register("artifacts", artifacts, reset="compiled")  # bundles of graphs h
 def write_bundle(root: Path, b: Bundle) -> Path | None:
     """Write one bundle as text files under ``root/<graph_name>/``; returns the directory."""
     d = root / b.graph_name
+    texts = [("fx_graph.py", b.fx_text), (f"aten_{b.kind}.py", b.aten_text), ("ir_lowered.ir", b.ir_text())]
+    texts += [(f"ir_{i + 1:02d}_{name}.ir", print_graph(g)) for i, (name, g) in enumerate(b.history)]
+    if b.final is not None:
+        texts.append(("ir_final.ir", print_graph(b.final)))
+    if b.schedule is not None:
+        texts.append(("schedule.txt", b.schedule.text() + "\n"))
     try:
         d.mkdir(parents=True, exist_ok=True)
-        (d / "fx_graph.py").write_text(b.fx_text)
-        (d / f"aten_{b.kind}.py").write_text(b.aten_text)
-        (d / "ir_lowered.ir").write_text(b.ir_text())
-        for i, (name, g) in enumerate(b.history):
-            (d / f"ir_{i + 1:02d}_{name}.ir").write_text(print_graph(g))
-        if b.final is not None:
-            (d / "ir_final.ir").write_text(print_graph(b.final))
-        if b.schedule is not None:
-            (d / "schedule.txt").write_text(b.schedule.text() + "\n")
+        write_all([(d / name, text.encode("utf-8")) for name, text in texts])  # the whole bundle or none of it
     except OSError as exc:
         log.warning("could not write compilation artifacts to %s: %s", d, exc)
         return None

@@ -19,7 +19,6 @@ import json
 import logging
 import os
 import re
-import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -28,6 +27,7 @@ from typing import Any
 import torch
 
 from .. import state as _state
+from ..outfiles import write_all
 from . import trust
 from .config import get_config
 from .ir import Graph
@@ -49,7 +49,7 @@ def _source_digest() -> str:
 
 COMPILER_VERSION = f"trn-notebook-neuron-0.1.0+{_source_digest()}"
 KEY_RE = re.compile(r"[0-9a-f]{32}")
-_TMP_RE = re.compile(r"\.[0-9a-f]{32}\.(?:json|ir)\.[A-Za-z0-9_]+\.tmp")
+_TMP_RE = re.compile(r"\.[0-9a-f]{32}\.(?:json|ir)\.[A-Za-z0-9_]+\.(?:tmp|bak)")  # outfiles' staging names
 _reported: set[str] = set()
 _state.register("cache_warnings", _state.Globals(__name__, "_reported"))  # warn again after a reset
 
@@ -139,22 +139,6 @@ def make_key(graph_text: str, input_specs: list[str], options: dict[str, Any]) -
     return h.hexdigest()[:32]
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
 def signed_record(key: str, text: str, meta: dict[str, Any]) -> dict[str, Any]:
     """The JSON metadata of an entry holding IR ``text``, signed with this user's key."""
     record = {
@@ -171,11 +155,19 @@ def signed_record(key: str, text: str, meta: dict[str, Any]) -> dict[str, Any]:
     return record
 
 
-def write_entry(d: Path, key: str, text: str, meta: dict[str, Any]) -> Path:
-    """Write one signed entry into directory ``d`` (IR first, then the JSON that commits it)."""
+def entry_files(d: Path, key: str, text: str, meta: dict[str, Any]) -> list[tuple[str | Path, bytes]]:
+    """The two files of one signed entry in directory ``d``: IR, then the JSON that commits it.
+
+    Raises ``ValueError`` for metadata JSON cannot hold (NaN, infinity, objects), before anything is written.
+    """
     record = signed_record(key, text, meta)
-    _atomic_write(d / f"{key}.ir", text.encode())
-    _atomic_write(d / f"{key}.json", json.dumps(record, indent=1, sort_keys=True).encode())
+    header = json.dumps(record, indent=1, sort_keys=True, allow_nan=False).encode()
+    return [(d / f"{key}.ir", text.encode()), (d / f"{key}.json", header)]
+
+
+def write_entry(d: Path, key: str, text: str, meta: dict[str, Any]) -> Path:
+    """Write one signed entry into directory ``d``, both files or neither (``outfiles.write_all``)."""
+    write_all(entry_files(d, key, text, meta), mode=0o600)
     return d / f"{key}.json"
 
 

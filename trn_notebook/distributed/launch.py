@@ -21,6 +21,7 @@ import torch.multiprocessing as mp
 
 from .. import envvars
 from ..device.source_lines import is_user_file
+from ..outfiles import write_text_atomic
 from .rendezvous import check_world_size, join_group, loopback_env, private_dir, store_path
 
 
@@ -147,8 +148,7 @@ def _write_error(error_dir: str, rank: int, exc: BaseException) -> None:
         "trace": trace,
         "where": where,
     }
-    with open(os.path.join(error_dir, f"rank{rank}.json"), "w") as fh:
-        json.dump(record, fh)
+    write_text_atomic(os.path.join(error_dir, f"rank{rank}.json"), json.dumps(record))  # read by the parent
 
 
 _PEER_GONE = ("Connection closed by peer", "Connection reset by peer", "Broken pipe")

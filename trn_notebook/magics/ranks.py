@@ -19,6 +19,7 @@ from IPython.core.error import UsageError
 
 from ..distributed import pool as rank_pool
 from ..distributed.rendezvous import MAX_WORLD_SIZE, private_dir
+from ..outfiles import write_text_atomic
 from .render import simulator_only
 
 USAGE = "%%trn ranks N [--timeout SECONDS] [--trace PATH] [--collect VAR,VAR] [--restart]   |   %trn ranks stop"
@@ -111,7 +112,7 @@ def ranks_magic(line: str, cell: str | None) -> Any:
     result.cold = cold
     path = Path(args.trace) if args.trace else _trace_dir() / f"ranks_{n}_trace.json"
     try:
-        path.write_text(json.dumps(result.chrome_trace()), encoding="utf-8")
+        write_text_atomic(path, json.dumps(result.chrome_trace()))
     except OSError as exc:
         raise UsageError(
             f"%%trn ranks: cannot write the trace to {str(path)!r}: {exc.strerror or exc}; pass "

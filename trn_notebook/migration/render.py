@@ -12,6 +12,7 @@ import torch
 from .. import state as _state
 from ..display.format import fmt_compile, fmt_rate, fmt_ratio, plural
 from ..display.results import Result, Table, fmt_bytes, fmt_s
+from ..outfiles import write_text_atomic
 from .evidence import NOT_MEASURED, Evidence, collect_evidence
 
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]{}()#+!|~])")
@@ -227,8 +228,7 @@ class MigrationReport(Result):
         """Write the Markdown (``.md``) or HTML (``.html``) report to ``path``; returns the path."""
         path = Path(path)
         text = self._repr_html_() if path.suffix == ".html" else self.to_markdown()
-        path.write_text(text, encoding="utf-8")
-        return path
+        return write_text_atomic(path, text)
 
 
 def report(

@@ -27,7 +27,7 @@ import torch.autograd.profiler as _ap
 
 from .. import state as _state
 from ..device.autoload import real_backend_present
-from ..outfiles import check_writable
+from ..outfiles import check_writable, write_text_atomic
 from .kineto import TRACE_SEPARATORS
 from .link import link, simulator_kernels
 from .merge import merge_trace
@@ -128,7 +128,7 @@ def merge_file(path: str | Path, session: Session, device_lanes: bool) -> None:
     p = Path(path)
     trace = json.loads(p.read_text(encoding="utf-8"))
     merge_trace(trace, session, device_lanes)
-    p.write_text(json.dumps(trace, separators=TRACE_SEPARATORS), encoding="utf-8")
+    write_text_atomic(p, json.dumps(trace, separators=TRACE_SEPARATORS))
 
 
 def annotate_function_events(prof: Any, session: Session) -> None:

@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ..outfiles import check_writable
+from ..outfiles import check_writable, write_text_atomic
 from .kineto import TRACE_SEPARATORS
 
 
@@ -34,5 +34,5 @@ def trace_dict(prof: Any) -> dict[str, Any]:
 def save_trace_dict(trace: dict[str, Any], path: str | Path) -> Path:
     """Write a trace dict as compact JSON (``.json``); returns the path. Raises ``OSError`` on failure."""
     p = check_writable(path, "trace")
-    p.write_text(json.dumps(trace, separators=TRACE_SEPARATORS), encoding="utf-8")
+    write_text_atomic(p, json.dumps(trace, separators=TRACE_SEPARATORS))
     return p

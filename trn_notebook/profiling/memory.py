@@ -11,11 +11,11 @@ this package never reads one.
 from __future__ import annotations
 
 import json
-import os
 import pickle
 import sys
 import threading
 import time
+import zlib
 from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,9 +24,9 @@ from .. import locks as _locks
 from .. import state as _state
 from ..device.runtime import allocator
 from ..device.source_lines import is_user_file, source_line
-from ..outfiles import check_writable
+from ..limits import LimitError, check_json_shape, read_limited
+from ..outfiles import check_writable, refuse_foreign, write_atomic
 from .memory_owners import attribute, frame_owner, identified_blocks, owner_totals, thread_owner
-from .safe_write import refuse_foreign, write_atomic
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -236,22 +236,24 @@ def dump_snapshot_json(path: str | Path, snapshot: dict[str, Any] | None = None)
 
 MAX_SNAPSHOT_BYTES = 1 << 30
 """The largest JSON snapshot :func:`load_snapshot_json` reads (pass ``max_bytes`` to read a larger one)."""
+MAX_SNAPSHOT_DEPTH = 32
+"""Our snapshots nest 6 levels (segments, blocks, frames); deeper JSON is not one of them."""
 
 
 def load_snapshot_json(path: str | Path, *, max_bytes: int = MAX_SNAPSHOT_BYTES) -> dict[str, Any]:
     """Read a JSON snapshot written by :func:`dump_snapshot_json` back into PyTorch's structure.
 
-    Raises ``ValueError`` if the file is not one (a pickle is never read), is malformed, or is larger
-    than ``max_bytes`` (checked before reading); ``OSError`` if it cannot be opened."""
-    size = os.stat(path).st_size
-    if size > max_bytes:
-        raise ValueError(
-            f"{path} is {size:,} bytes, over the {max_bytes:,}-byte limit for a memory snapshot; pass "
-            "max_bytes=... to read it anyway"
-        )
+    Raises ``ValueError`` if the file is not one (a pickle is never read), is not a regular file (a FIFO
+    or device is refused before it is read, so nothing blocks), is malformed, or is larger than
+    ``max_bytes`` or nested deeper than JSON snapshots are; ``OSError`` if it cannot be opened."""
+    hint = "pass max_bytes=... to read a larger snapshot"
     try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raw = read_limited(path, max_bytes, "memory snapshot", hint)
+        check_json_shape(raw, str(path), max_bytes, MAX_SNAPSHOT_DEPTH, hint)
+        doc = json.loads(raw.decode("utf-8"))
+    except LimitError:
+        raise
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError, EOFError, zlib.error) as exc:
         raise ValueError(f"{path} is not a trn-notebook memory snapshot (JSON from _dump_snapshot): {exc}") from exc
     if not isinstance(doc, dict) or doc.get("format") != JSON_FORMAT:
         raise ValueError(f"{path} is not a trn-notebook memory snapshot (JSON written by _dump_snapshot)")

@@ -9,6 +9,7 @@ import shlex
 import sys
 import time
 
+from ..outfiles import write_text_atomic
 from .dry import CARDS, DRY_STAGES, DRY_TITLES, DryCard, DryWorkload, run_dry
 from .dry_table import dry_markdown, splice
 
@@ -43,8 +44,7 @@ def dry_main(args: argparse.Namespace, argv: list[str] | None, parser: argparse.
                   flush=True)  # fmt: skip
             if args.json:  # partial results survive an interrupted sweep
                 done[c.name] = c
-                with open(args.json + ".partial", "w", encoding="utf-8") as fh:
-                    json.dump([d.to_json() for d in done.values()], fh, indent=1)
+                write_text_atomic(args.json + ".partial", json.dumps([d.to_json() for d in done.values()], indent=1))
 
         try:
             work = DryWorkload(1, args.tokens, args.tokens)
@@ -54,8 +54,7 @@ def dry_main(args: argparse.Namespace, argv: list[str] | None, parser: argparse.
             parser.error(str(exc))
     print(f"cards: {len(cards)} ({time.perf_counter() - t0:.0f} s)")
     if args.json:  # with --from-json: the merged results
-        with open(args.json, "w", encoding="utf-8") as fh:
-            json.dump([c.to_json() for c in cards], fh, indent=1)
+        write_text_atomic(args.json, json.dumps([c.to_json() for c in cards], indent=1))
         if not args.from_json and os.path.exists(args.json + ".partial"):
             os.remove(args.json + ".partial")
     if args.out:
@@ -64,8 +63,7 @@ def dry_main(args: argparse.Namespace, argv: list[str] | None, parser: argparse.
         if os.path.exists(args.out):
             with open(args.out, encoding="utf-8") as fh:
                 old = fh.read()
-        with open(args.out, "w", encoding="utf-8") as fh:
-            fh.write(splice(old, dry_markdown(cards, command.strip(), args.note)))
+        write_text_atomic(args.out, splice(old, dry_markdown(cards, command.strip(), args.note)))
         print(f"wrote {args.out}")
     return 1 if any(s.status != "pass" for c in cards for s in c.stages.values()) else 0
 
