@@ -61,7 +61,9 @@ def test_path_arguments_that_cannot_work_are_usage_errors_before_any_work(ip, tm
     missing = tmp_path / "no" / "such"
     with pytest.raises(UsageError, match=r"cannot read the bundle .*nope\.trncache: No such file"):
         line(ip, f"cache --import {tmp_path / 'nope.trncache'} --trust")
-    with pytest.raises(UsageError, match=r"cannot read the bundle .*: Is a directory; nothing was imported"):
+    with pytest.raises(
+        UsageError, match=r"is not a regular file \(a FIFO, device or directory\); pass the cache bundle"
+    ):
         line(ip, f"cache --import {tmp_path} --trust")
     with pytest.raises(UsageError, match=r"cannot write the cache bundle .* does not exist; create it first"):
         line(ip, f"cache --export {missing / 'class.trncache'}")

@@ -142,3 +142,23 @@ def test_a_magic_assigned_to_a_name_and_the_simulators_helpers_are_found():
         (3, 2, "trn_notebook.widgets.ShapeTuner"),
     ]
     assert "torchrun" in report.findings[2].hardware
+
+
+def test_cells_are_read_as_ipython_runs_them():
+    # Probe: a trailing `?` in a comment was taken as help syntax (the line was dropped), and a continuation
+    # line starting with `% n` (string formatting) was taken as a magic, which hid the whole cell.
+    cells = (
+        'import trn_notebook as tn\ntn.set_chip("trn3")  # needed here?',
+        'label = ("step %d" \n% n)\ntn.set_chip("trn3")',
+        "tn?\n%trn device --chip trn3\n!echo $TRN_NOTEBOOK_CHIP",
+        "%%trn compile --buckets x:1=pow2:16-256\ntn.set_chip('trn3')",
+    )
+    report = port_check(_nb(*[(c, []) for c in cells]))
+    assert [(f.cell, f.line, f.name) for f in report.findings] == [
+        (0, 2, "trn_notebook.set_chip"),
+        (1, 3, "trn_notebook.set_chip"),
+        (2, 2, "%trn device --chip"),
+        (2, 3, "$TRN_NOTEBOOK_CHIP"),
+        (3, 1, "%%trn compile --buckets"),
+        (3, 2, "trn_notebook.set_chip"),
+    ]

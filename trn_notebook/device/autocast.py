@@ -18,8 +18,11 @@ _KEY = torch._C.DispatchKeySet(torch._C.DispatchKey.AutocastPrivateUse1)
 
 
 def _cast(value: Any, dtype: torch.dtype) -> Any:
+    """``value`` (a tensor, or tensors in a list/tuple) cast to ``dtype`` where autocast casts: floating
+    point neuron tensors, except float64, which CUDA's and CPU's autocast leave alone (``is_eligible``)."""
     if isinstance(value, torch.Tensor):
-        if value.is_floating_point() and value.dtype != dtype and value.device.type == "neuron":
+        eligible = value.is_floating_point() and value.dtype not in (dtype, torch.float64)
+        if eligible and value.device.type == "neuron":
             return value.to(dtype)
         return value
     if isinstance(value, list | tuple):

@@ -8,7 +8,7 @@ namespace, JupyterHub/systemd, Slurm) counts, not only the root's files. A conta
 kernel at its cgroup limit long before the machine runs out. The allocator asks :func:`headroom` before it reserves a
 new segment and raises the simulated ``OutOfMemoryError`` while :data:`RESERVE` bytes are still
 free, instead of letting the host's OOM killer end the kernel. Where none of these files exist
-(macOS, Windows) ``psutil`` is used when installed; otherwise there is no host guard.
+(macOS, Windows) ``psutil`` (a dependency) is used; if even that fails there is no host guard.
 """
 
 from __future__ import annotations

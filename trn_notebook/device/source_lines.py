@@ -13,12 +13,13 @@ errors and the magics' warnings all call these functions: none keeps its own rul
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import linecache
 import os
 import re
 import sys
-import threading
+import sysconfig
 from dataclasses import dataclass
 from types import FrameType
 from typing import Any
@@ -44,11 +45,31 @@ SKIP_DIRS = tuple(
     for d in (
         os.path.join(os.path.dirname(torch.__file__), ""),
         os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ""),  # trn_notebook
-        os.path.join(os.path.dirname(threading.__file__), ""),  # the standard library (its top level)
         *(_package_dir(n) for n in ("IPython", "ipykernel", "ipywidgets", "anywidget", "traitlets", "tornado", "comm")),
     )
     if d
 )
+
+
+def library_dirs(paths: dict[str, str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``(standard library folders, installed-package folders)`` from ``sysconfig.get_paths()``-shaped
+    ``paths``. Without a virtual environment (conda, the official Python image, pyenv) site-packages sits
+    inside the standard library's folder, so a file is the standard library's only outside the second."""
+    stdlib = tuple(sorted({os.path.join(paths[k], "") for k in ("stdlib", "platstdlib") if paths.get(k)}))
+    site = tuple(sorted({os.path.join(paths[k], "") for k in ("purelib", "platlib") if paths.get(k)}))
+    return stdlib, site
+
+
+STDLIB_DIRS, SITE_DIRS = library_dirs(sysconfig.get_paths())
+
+
+def is_stdlib_file(filename: str, dirs: tuple[tuple[str, ...], tuple[str, ...]] = (STDLIB_DIRS, SITE_DIRS)) -> bool:
+    """Whether ``filename`` is in the standard library (not in an installed package that lives under it)."""
+    stdlib, site = dirs
+    if not filename.startswith(stdlib) or filename.startswith(site):
+        return False
+    return "/site-packages/" not in filename and "/dist-packages/" not in filename
+
 
 _CELL_RE = re.compile(r"^cell \[(\d+)\] line (\d+)")
 _FILE_RE = re.compile(r"^(.*?):(\d+)(?:\s|$)")
@@ -93,9 +114,10 @@ def _installed_file(name: str) -> str:
     return name
 
 
+@functools.lru_cache(maxsize=4096)  # a frame's file is asked about on every op: a few hundred files in all
 def is_user_file(filename: str) -> bool:
     """Whether a frame in ``filename`` is user code (not torch, us, the standard library or Jupyter)."""
-    return not filename.startswith(SKIP_DIRS) and not filename.startswith("<frozen")
+    return not filename.startswith(SKIP_DIRS) and not filename.startswith("<frozen") and not is_stdlib_file(filename)
 
 
 def user_frame(frame: FrameType | None = None) -> tuple[str, int] | None:

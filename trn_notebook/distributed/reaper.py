@@ -40,37 +40,23 @@ def die_with_parent(parent_pid: int) -> None:
         os._exit(0)
 
 
-def _parents() -> dict[int, int]:
-    """``{pid: ppid}`` of every live (not zombie) process this user can see in ``/proc``; empty elsewhere."""
-    found: dict[int, int] = {}
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return found
-    for name in names:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as fh:
-                fields = fh.read().rsplit(b")", 1)[1].split()
-        except (OSError, IndexError):
-            continue  # exited meanwhile
-        if fields and fields[0] != b"Z":
-            found[int(name)] = int(fields[1])
-    return found
-
-
 def descendants(roots: list[int]) -> list[int]:
-    """Every live descendant of the processes ``roots`` (not the roots), children before grandchildren."""
-    children: dict[int, list[int]] = {}
-    for pid, ppid in _parents().items():
-        children.setdefault(ppid, []).append(pid)
+    """Every live (not zombie) descendant of the processes ``roots`` (not the roots), by
+    ``psutil.Process.children(recursive=True)``; a root that has exited has none."""
+    import psutil  # type: ignore[import-untyped]
+
     out: list[int] = []
-    todo = list(roots)
-    while todo:
-        kids = children.get(todo.pop(0), [])
-        out += kids
-        todo += kids
+    for root in roots:
+        try:
+            kids = psutil.Process(root).children(recursive=True)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+        for kid in kids:
+            try:
+                if kid.status() != psutil.STATUS_ZOMBIE and kid.pid not in out:
+                    out.append(kid.pid)
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                continue  # exited meanwhile
     return out
 
 

@@ -242,7 +242,6 @@ class _Scanner(ast.NodeVisitor):
 
 
 _MAGIC = re.compile(r"^\s*(%%?)trn\b(.*)$")
-_ASSIGNED_MAGIC = re.compile(r"^\s*[A-Za-z_][\w\s,.\[\]()]*=\s*(%trn\b.*)$")  # `x = %trn shapes` (IPython's form)
 _SHELL_ENV = re.compile(r"\b(TRN_NOTEBOOK_[A-Z_]+)\b")
 
 
@@ -262,38 +261,64 @@ def _magic_findings(line: str) -> list[tuple[str, str]]:
     return out
 
 
-def _python_lines(source: str) -> tuple[str, list[tuple[int, str, str]]]:
-    """Blank out IPython-only lines (magics, shell escapes), keeping line numbers; returns magic findings."""
-    lines = source.splitlines()
-    hits: list[tuple[int, str, str]] = []
-    cell_magic = bool(lines) and lines[0].lstrip().startswith("%%")
-    for i, line in enumerate(lines):
-        stripped = line.lstrip()
-        assigned = _ASSIGNED_MAGIC.match(line)
-        if assigned:
-            hits.extend((i + 1, name, hw) for name, hw in _magic_findings(assigned.group(1)))
-            lines[i] = ""
-        elif stripped.startswith(("%", "!")) or stripped.endswith("?"):
-            hits.extend((i + 1, name, hw) for name, hw in _magic_findings(line))
-            if stripped.startswith("!"):
-                hits.extend((i + 1, f"${v}", ENV_RULES[v]) for v in _SHELL_ENV.findall(line) if v in ENV_RULES)
-            lines[i] = ""
-    if cell_magic and not _MAGIC.match(source.splitlines()[0]):
-        return "", hits  # another cell magic (%%bash, %%html …): its body is not Python
-    return "\n".join(lines), hits
+def _as_python(source: str) -> str:
+    """The cell as the kernel runs it: IPython's own ``TransformerManager`` turns magics, shell escapes and
+    help syntax into calls of ``get_ipython()``, exactly as IPython does (a ``?`` in a comment stays a
+    comment; a continuation line starting with ``% n`` stays an operator). Line numbers are kept."""
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    return str(TransformerManager().transform_cell(source))
 
 
-def _scan(source: str, aliases: dict[str, str]) -> list[tuple[int, str, str]]:
-    python, hits = _python_lines(source)
+class _IPythonCalls(ast.NodeVisitor):
+    """Findings in ``get_ipython().run_line_magic('trn', ...)``, ``run_cell_magic('trn', ...)`` (its body is
+    Python and is scanned in turn) and ``system('...')`` (variables the shell command names)."""
+
+    def __init__(self, aliases: dict[str, str], offset: int) -> None:
+        self.aliases, self.offset = aliases, offset
+        self.hits: list[tuple[int, str, str]] = []
+
+    def visit_Call(self, node: ast.Call) -> None:
+        func = node.func
+        args = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+        if not (isinstance(func, ast.Attribute) and ast.unparse(func.value) == "get_ipython()") or len(args) != len(
+            node.args
+        ):
+            self.generic_visit(node)
+            return
+        line = node.lineno + self.offset
+        method = func.attr
+        if method == "run_line_magic" and len(args) == 2 and args[0] == "trn":
+            self.hits.extend((line, name, hw) for name, hw in _magic_findings(f"%trn {args[1]}"))
+        elif method == "run_cell_magic" and len(args) == 3 and args[0] == "trn":
+            self.hits.extend((line, name, hw) for name, hw in _magic_findings(f"%%trn {args[1]}"))
+            self.hits.extend(_scan(args[2], self.aliases, offset=line))  # the body is Python, from the next line
+        elif method in ("system", "getoutput") and args:
+            self.hits.extend((line, f"${v}", ENV_RULES[v]) for v in _SHELL_ENV.findall(args[0]) if v in ENV_RULES)
+
+
+def _scan(source: str, aliases: dict[str, str], offset: int = 0) -> list[tuple[int, str, str]]:
+    python = _as_python(source)
     try:
         tree = ast.parse(python)
     except SyntaxError:
-        # Not Python we can parse: still catch the obvious names token by token.
-        hits.extend(_scan_tokens(python))
+        # Not Python we can parse: still catch the obvious names token by token, and the magics line by line.
+        hits = [(n + offset, name, hw) for n, name, hw in _scan_tokens(python)]
+        for i, text in enumerate(python.splitlines()):
+            if "get_ipython()" in text:
+                try:
+                    line_tree = ast.parse(text.strip())
+                except SyntaxError:
+                    continue
+                calls = _IPythonCalls(aliases, offset + i)
+                calls.visit(line_tree)
+                hits += calls.hits
         return sorted(set(hits))
     scanner = _Scanner(aliases)
     scanner.visit(tree)
-    return sorted(set(hits + scanner.hits))
+    calls = _IPythonCalls(aliases, offset)
+    calls.visit(tree)
+    return sorted(set([(n + offset, name, hw) for n, name, hw in scanner.hits] + calls.hits))
 
 
 def _scan_tokens(source: str) -> list[tuple[int, str, str]]:
