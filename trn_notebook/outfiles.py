@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import secrets
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 
@@ -53,8 +54,9 @@ def _write_fd(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
-def _stage(target: Path, data: bytes, mode: int) -> Path:
-    """``data`` in a new temporary file beside ``target`` (created with ``mode``, minus the umask), synced."""
+def _stage(target: Path, data: bytes | Iterable[bytes], mode: int) -> Path:
+    """``data`` (bytes, or chunks of bytes written as they come) in a new temporary file beside ``target``
+    (created with ``mode``, minus the umask), synced."""
     directory = target.parent if str(target.parent) else Path(".")
     while True:
         tmp = directory / f".{target.name}.{secrets.token_hex(4)}.tmp"
@@ -64,7 +66,8 @@ def _stage(target: Path, data: bytes, mode: int) -> Path:
         except FileExistsError:
             continue
     try:
-        _write_fd(fd, data)
+        for chunk in [data] if isinstance(data, bytes) else data:
+            _write_fd(fd, chunk)
         os.fsync(fd)
     except BaseException:
         os.close(fd)
@@ -74,7 +77,7 @@ def _stage(target: Path, data: bytes, mode: int) -> Path:
     return tmp
 
 
-def write_all(files: list[tuple[str | Path, bytes]], *, mode: int = 0o666) -> list[Path]:
+def write_all(files: Sequence[tuple[str | Path, bytes | Iterable[bytes]]], *, mode: int = 0o666) -> list[Path]:
     """Write several files as one: every file is staged (temporary name, synced) before any is renamed into
     place, so a full disk, an interrupt or a bad value leaves none of them new or changed — all or nothing.
     Returns the paths. Raises ``OSError`` naming the file that could not be written; then the targets are
@@ -127,6 +130,12 @@ def write_atomic(path: str | Path, data: bytes, *, mode: int = 0o666) -> Path:
     full disk) with the target named; the target is then unchanged and no temporary file is left.
     """
     return write_all([(path, data)], mode=mode)[0]
+
+
+def write_chunks_atomic(path: str | Path, chunks: Iterable[bytes], *, mode: int = 0o666) -> Path:
+    """:func:`write_atomic` of bytes produced piece by piece (a large trace is never held whole in memory).
+    An exception raised by ``chunks`` leaves the target unchanged, as a failed write does."""
+    return write_all([(path, chunks)], mode=mode)[0]
 
 
 def write_text_atomic(path: str | Path, text: str, *, mode: int = 0o666) -> Path:

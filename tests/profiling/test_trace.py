@@ -136,3 +136,42 @@ def test_profiler_unaffected_when_device_idle(tmp_path):
         torch.ones(4).sum()
     assert trn_notebook.profiling.session_of(prof) is not None
     assert trn_notebook.device.clocks.observer is None  # the hook is off outside a profile
+
+
+def test_the_streamed_merge_of_a_file_equals_the_merge_of_the_parsed_trace(tmp_path):
+    # The export streams Kineto's file (its events copied as text, issue 57: memory within 1.5x of plain
+    # torch.profiler); it must say exactly what merging the parsed trace says.
+    from trn_notebook.profiling import adapter
+    from trn_notebook.profiling.merge import SIM_KERNEL_CAT, merge_stream, merge_trace
+
+    x = torch.randn(32, 32, device="neuron")
+    w = torch.randn(32, 32, device="neuron").requires_grad_()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1], record_shapes=True) as prof:
+        _step(x, w)
+    inner = prof.profiler  # torch.autograd.profiler.profile, which the adapter wraps
+    raw = tmp_path / "kineto.json"
+    adapter._originals["export_chrome_trace"](inner, str(raw))  # torch's own export: Kineto's file, unmerged
+    text, session = raw.read_text(), inner._trn_session
+    for lanes in (True, False):
+        streamed = json.loads(b"".join(merge_stream(text, session, lanes)))
+        assert streamed == merge_trace(json.loads(text), session, lanes)
+    merged = json.loads(b"".join(merge_stream(text, session, True)))
+    assert validate_chrome_trace(merged) == []
+    labelled = [e for e in merged["traceEvents"] if e.get("cat") == SIM_KERNEL_CAT]
+    assert labelled and all("trn_note" not in e.get("args", {}) for e in labelled)  # said once, not per event
+    assert "do not add it" in merged["trnNotebook"]["categories"][SIM_KERNEL_CAT]
+
+
+def test_a_recording_past_the_cap_says_what_it_dropped(tmp_path, monkeypatch):
+    from trn_notebook.profiling import recorder
+
+    monkeypatch.setattr(recorder, "MAX_EVENTS", 100)
+    x = torch.ones(4, device="neuron")
+    dropped = pytest.warns(recorder.EventsDroppedWarning, match=r"kept the last \d+ of 30\d simulator events")
+    with dropped, profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+        for _ in range(300):
+            x.add_(1)
+    path = tmp_path / "capped.json"
+    prof.export_chrome_trace(str(path))
+    meta = json.loads(path.read_text())["trnNotebook"]
+    assert meta["dropped_records"] + meta["records"] >= 300 and meta["records"] <= 100  # 300 ops and the exit sync

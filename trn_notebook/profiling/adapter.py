@@ -17,7 +17,6 @@ TorchNeuron); with CPU only, the inner kernels are still labelled. :func:`uninst
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -27,10 +26,9 @@ import torch.autograd.profiler as _ap
 
 from .. import state as _state
 from ..device.autoload import real_backend_present
-from ..outfiles import check_writable, write_text_atomic
-from .kineto import TRACE_SEPARATORS
+from ..outfiles import check_writable, write_chunks_atomic
 from .link import link, simulator_kernels
-from .merge import merge_trace
+from .merge import merge_stream
 from .recorder import Session, recorder
 
 log = logging.getLogger("trn_notebook.profiling")
@@ -126,9 +124,8 @@ def uninstall() -> None:
 def merge_file(path: str | Path, session: Session, device_lanes: bool) -> None:
     """Rewrite the Kineto JSON at ``path`` with the session merged in."""
     p = Path(path)
-    trace = json.loads(p.read_text(encoding="utf-8"))
-    merge_trace(trace, session, device_lanes)
-    write_text_atomic(p, json.dumps(trace, separators=TRACE_SEPARATORS))
+    # streamed: Kineto's events are copied as text, never held as Python objects (a 10^6-op profile)
+    write_chunks_atomic(p, merge_stream(p.read_text(encoding="utf-8"), session, device_lanes))
 
 
 def annotate_function_events(prof: Any, session: Session) -> None:

@@ -12,12 +12,16 @@ wall seconds of graphs compiled inside the window (a real host would stall the d
 from __future__ import annotations
 
 import bisect
-from typing import Any
+import json
+import re
+from array import array
+from collections.abc import Callable, Iterator
+from typing import Any, NamedTuple
 
 from ..device.lanes import LANES, lane, thread_names
 from ..device.source_lines import SourceLine
 from . import kineto
-from .kineto import CAT_GRAPH, CAT_KERNEL, CAT_MEMCPY, STREAM_COMM, STREAM_COMPUTE, STREAM_DMA
+from .kineto import CAT_GRAPH, CAT_KERNEL, CAT_MEMCPY, STREAM_COMM, STREAM_COMPUTE, STREAM_DMA, TRACE_SEPARATORS
 from .link import link, simulator_kernels
 from .recorder import Session
 
@@ -26,33 +30,42 @@ PID = 2_000_000
 SIM_KERNEL_CAT = "neuron_sim_kernel"
 FLOW_BASE = 1 << 40  # above Kineto's own flow ids
 SIM_NOTE = "CPU kernel the neuron simulator ran inside its parent op: its time is already in the parent, do not add it"
+_HOST_ARGS = ("External id", "Sequence number", "Input Dims")
 
 
-def merge_trace(trace: dict[str, Any], session: Session, device_lanes: bool = True) -> dict[str, Any]:
-    """Add the session's lanes, flows and counters to a Kineto trace dict (modified and returned).
+class HostOp(NamedTuple):
+    """What the merge reads of one of Kineto's ``cpu_op`` events (kept small: a trace has millions)."""
 
-    Also labels the simulator's inner CPU kernels (category ``neuron_sim_kernel``). Raises
-    ``ValueError`` if ``trace`` is not a Chrome trace object (no ``traceEvents`` list).
-    """
-    events = trace.get("traceEvents")
-    if not isinstance(events, list):
-        raise ValueError("not a Chrome trace: no 'traceEvents' list")
-    base_ns = int(trace.get("baseTimeNanoseconds", 0) or 0)
-    to_us = _wall_to_us(session, base_ns)
+    name: str
+    ts: float
+    dur: float
+    pid: Any
+    tid: Any
+    args: dict[str, Any] | None  # only External id, Sequence number and Input Dims
+
+    @classmethod
+    def of(cls, e: dict[str, Any]) -> HostOp:
+        """The fields of Kineto event ``e`` the merge uses."""
+        a = e.get("args") or {}
+        kept = {k: a[k] for k in _HOST_ARGS if k in a} or None
+        return cls(
+            str(e.get("name", "")), float(e["ts"]), float(e.get("dur", 0.0)), e.get("pid", 0), e.get("tid", 0), kept
+        )
+
+
+def _is_cpu_op(e: Any) -> bool:
+    return isinstance(e, dict) and e.get("ph") == "X" and e.get("cat") == "cpu_op" and "ts" in e
+
+
+def _plan(
+    session: Session, hosts: list[HostOp], base_ns: int, device_lanes: bool
+) -> tuple[list[int], dict[str, Any], Iterator[dict[str, Any]]]:
+    """``(cpu ops to label as the simulator's kernels, the trace's trnNotebook metadata, the modeled events)``:
+    the merge, whatever holds the trace (a dict, or a file streamed through :func:`merge_stream`)."""
     recs = session.records
-    cpu_idx = [i for i, e in enumerate(events) if e.get("ph") == "X" and e.get("cat") == "cpu_op"]
-    spans = []
-    for i in cpu_idx:
-        e = events[i]
-        ts = float(e["ts"])
-        spans.append((ts, ts + float(e.get("dur", 0.0)), int(e.get("tid", 0))))
+    spans = [(h.ts, h.ts + h.dur, int(h.tid or 0)) for h in hosts]
     offset = session.wall_offset_ns - base_ns
     owner, parent = link(spans, [((r.wall_ns + offset) / 1000.0, r.thread) for r in recs])
-    for s in simulator_kernels(parent, owner):
-        e = events[cpu_idx[s]]
-        e["name"] = f"[neuron sim] {e.get('name', '')}"
-        e["cat"] = SIM_KERNEL_CAT
-        e.setdefault("args", {})["trn_note"] = SIM_NOTE
     meta: dict[str, Any] = {
         "schema": SCHEMA,
         "clock": "modeled (simulated Trainium; not measured hardware)",
@@ -61,24 +74,154 @@ def merge_trace(trace: dict[str, Any], session: Session, device_lanes: bool = Tr
         "dropped_records": session.dropped,
         "device_lanes": device_lanes,
         "partial": session.raised or "",
+        "categories": {SIM_KERNEL_CAT: SIM_NOTE},
     }
-    trace["trnNotebook"] = meta
     if not device_lanes:
-        return trace
-    kineto.add_metadata(trace, session.chip)
-    hosts = [events[cpu_idx[o]] if o >= 0 else None for o in owner]
-    backward = _backward_sources(session, events, cpu_idx, owner, parent)
-    events.extend(_modeled_events(session, hosts, to_us, backward))
+        return simulator_kernels(parent, owner), meta, iter(())
+    owners = [hosts[o] if o >= 0 else None for o in owner]
+    backward = _backward_sources(session, hosts, owner, parent)
+    events = _modeled_events(session, owners, _wall_to_us(session, base_ns), backward)
+    return simulator_kernels(parent, owner), meta, events
+
+
+def _label(e: dict[str, Any]) -> dict[str, Any]:
+    e["name"] = f"[neuron sim] {e.get('name', '')}"
+    e["cat"] = SIM_KERNEL_CAT
+    return e
+
+
+def merge_trace(trace: dict[str, Any], session: Session, device_lanes: bool = True) -> dict[str, Any]:
+    """Add the session's lanes, flows and counters to a Kineto trace dict (modified and returned).
+
+    Also labels the simulator's inner CPU kernels (category ``neuron_sim_kernel``, explained once in the
+    trace's ``trnNotebook.categories``). Raises ``ValueError`` if ``trace`` is not a Chrome trace object (no
+    ``traceEvents`` list).
+    """
+    events = trace.get("traceEvents")
+    if not isinstance(events, list):
+        raise ValueError("not a Chrome trace: no 'traceEvents' list")
+    cpu_idx = [i for i, e in enumerate(events) if _is_cpu_op(e)]
+    sim, meta, modeled = _plan(
+        session, [HostOp.of(events[i]) for i in cpu_idx], int(trace.get("baseTimeNanoseconds", 0) or 0), device_lanes
+    )
+    for k in sim:
+        _label(events[cpu_idx[k]])
+    trace["trnNotebook"] = meta
+    if device_lanes:
+        kineto.add_metadata(trace, session.chip)
+        events.extend(modeled)
     return trace
 
 
+_GAP = re.compile(r"[\s,]*")
+_BATCH = 1 << 20
+
+
+def _expect(text: str, i: int, char: str) -> int:
+    i = _GAP.match(text, i).end()  # type: ignore[union-attr]
+    if text[i : i + 1] != char:
+        raise ValueError(f"not a Chrome trace: expected {char!r} at character {i}")
+    return i + 1
+
+
+def _scan(text: str, seen: Callable[[int, dict[str, Any]], None]) -> tuple[dict[str, Any], array[int], array[int]]:
+    """The top-level members other than ``traceEvents`` (parsed), and where each of its events starts and ends
+    in ``text``; each event is parsed once, handed to ``seen(index, event)`` and dropped (only offsets are kept)."""
+    decode = json.JSONDecoder().raw_decode
+    others: dict[str, Any] = {}
+    starts, ends = array("q"), array("q")
+    found = False
+    i = _expect(text, 0, "{")
+    while True:
+        i = _GAP.match(text, i).end()  # type: ignore[union-attr]
+        if text[i : i + 1] == "}":
+            break
+        key, i = decode(text, i)
+        i = _expect(text, i, ":")
+        i = _GAP.match(text, i).end()  # type: ignore[union-attr]
+        if key != "traceEvents":
+            others[key], i = decode(text, i)
+            continue
+        found = True
+        i = _expect(text, i, "[")
+        while True:
+            i = _GAP.match(text, i).end()  # type: ignore[union-attr]
+            if text[i : i + 1] == "]":
+                i += 1
+                break
+            starts.append(i)
+            event, i = decode(text, i)
+            seen(len(ends), event)
+            ends.append(i)
+    if not found:
+        raise ValueError("not a Chrome trace: no 'traceEvents' list")
+    return others, starts, ends
+
+
+def merge_stream(text: str, session: Session, device_lanes: bool = True) -> Iterator[bytes]:
+    """The merged trace of Kineto JSON ``text``, as UTF-8 chunks (what :func:`merge_trace` makes of the parsed
+    file), without building the trace as Python objects: Kineto's events are copied as text, except the ones
+    relabelled; only the ``cpu_op`` events' few fields the merge reads are kept. Raises ``ValueError`` when
+    ``text`` is not a Chrome trace object (``json.JSONDecodeError`` for malformed JSON)."""
+    decode = json.JSONDecoder().raw_decode
+    hosts: list[HostOp] = []
+    cpu_at: list[int] = []
+    names: dict[str, str] = {}  # one string per distinct op name
+
+    def seen(k: int, e: dict[str, Any]) -> None:
+        if _is_cpu_op(e):
+            h = HostOp.of(e)
+            hosts.append(h._replace(name=names.setdefault(h.name, h.name)))
+            cpu_at.append(k)
+
+    others, starts, ends = _scan(text, seen)
+    sim, meta, modeled = _plan(session, hosts, int(others.get("baseTimeNanoseconds", 0) or 0), device_lanes)
+    relabel = {cpu_at[k] for k in sim}
+    cpu_at.clear()
+    others["trnNotebook"] = meta
+    if device_lanes:
+        kineto.add_metadata(others, session.chip)
+
+    def pieces() -> Iterator[str]:
+        yield "{"
+        for key, value in others.items():
+            yield f"{json.dumps(key)}:{json.dumps(value, separators=TRACE_SEPARATORS)},"
+        yield '"traceEvents":['
+        for k in range(len(starts)):
+            if k:
+                yield ","
+            if k in relabel:
+                yield json.dumps(_label(decode(text, starts[k])[0]), separators=TRACE_SEPARATORS)
+            else:
+                yield text[starts[k] : ends[k]]
+        first = not starts
+        for e in modeled:
+            yield (
+                json.dumps(e, separators=TRACE_SEPARATORS)
+                if first
+                else "," + json.dumps(e, separators=TRACE_SEPARATORS)
+            )
+            first = False
+        yield "]}"
+
+    batch: list[str] = []
+    size = 0
+    for piece in pieces():
+        batch.append(piece)
+        size += len(piece)
+        if size >= _BATCH:
+            yield "".join(batch).encode("utf-8")
+            batch, size = [], 0
+    yield "".join(batch).encode("utf-8")
+
+
 def _backward_sources(
-    session: Session, events: list[dict[str, Any]], cpu_idx: list[int], owner: list[int], parent: list[int]
+    session: Session, hosts: list[HostOp], owner: list[int], parent: list[int]
 ) -> dict[int, tuple[SourceLine, str]]:
     """Records run by the autograd engine (no user frame) → the forward op's source line, via sequence numbers."""
 
     def args(i: int) -> dict[str, Any]:
-        return events[cpu_idx[i]].get("args") or {}
+        return hosts[i].args or {}
 
     seq_frame: dict[Any, SourceLine] = {}
     for r, o in zip(session.records, owner):
@@ -93,7 +236,7 @@ def _backward_sources(
     for k, (r, o) in enumerate(zip(session.records, owner)):
         i = o
         while r.event.source is None and i >= 0:
-            name = events[cpu_idx[i]].get("name", "")
+            name = hosts[i].name
             if name.startswith("autograd::engine::evaluate_function: "):
                 frame = seq_frame.get(args(i).get("Sequence number"))
                 if frame is not None:
@@ -113,19 +256,15 @@ def _wall_to_us(session: Session, base_ns: int) -> Any:
 
 
 def _modeled_events(
-    session: Session, hosts: list[dict[str, Any] | None], to_us: Any, backward: dict[int, tuple[SourceLine, str]]
-) -> list[dict[str, Any]]:
-    """The ``neuron:0 (modeled)`` process: metadata, lanes, flows and the HBM counter."""
-    out: list[dict[str, Any]] = [
-        {"ph": "M", "name": "process_name", "pid": PID, "tid": 0, "args": {"name": "neuron:0 (modeled)"}},
-        {"ph": "M", "name": "process_labels", "pid": PID, "tid": 0, "args": {"labels": "simulated Trainium"}},
-        {"ph": "M", "name": "process_sort_index", "pid": PID, "tid": 0, "args": {"sort_index": -1}},
-    ]
-    out += thread_names(PID)
-    out += [
-        {"ph": "M", "name": "thread_sort_index", "pid": PID, "tid": ln.tid, "args": {"sort_index": ln.tid}}
-        for ln in LANES
-    ]
+    session: Session, hosts: list[HostOp | None], to_us: Any, backward: dict[int, tuple[SourceLine, str]]
+) -> Iterator[dict[str, Any]]:
+    """The ``neuron:0 (modeled)`` process: metadata, lanes, flows and the HBM counter (made as they are read)."""
+    yield {"ph": "M", "name": "process_name", "pid": PID, "tid": 0, "args": {"name": "neuron:0 (modeled)"}}
+    yield {"ph": "M", "name": "process_labels", "pid": PID, "tid": 0, "args": {"labels": "simulated Trainium"}}
+    yield {"ph": "M", "name": "process_sort_index", "pid": PID, "tid": 0, "args": {"sort_index": -1}}
+    yield from thread_names(PID)
+    for ln in LANES:
+        yield {"ph": "M", "name": "thread_sort_index", "pid": PID, "tid": ln.tid, "args": {"sort_index": ln.tid}}
     anchor = to_us(session.start_perf_ns)
     m0 = session.model_start_s
     compiles = sorted(session.compiles)
@@ -144,7 +283,7 @@ def _modeled_events(
         )
         ts = anchor + (host - m0 + before) * 1e6
         facts = {"graph": graph, "cache": cache, "wall_s": secs, "modeled_neuron_compile_s": modeled}
-        out.append(_x("compile", f"compile {graph}", ts, secs * 1e6, facts))
+        yield _x("compile", f"compile {graph}", ts, secs * 1e6, facts)
     prev_host = m0
     run_start = None
     run_n = 0
@@ -167,13 +306,13 @@ def _modeled_events(
             fwd, node = backward[n]
             args = {"source": f"{fwd} (backward)", "code": fwd.code, "autograd_node": node}
         if host_op is not None:
-            args["host_op"] = host_op.get("name", "")
-            hargs = host_op.get("args") or {}
+            args["host_op"] = host_op.name
+            hargs = host_op.args or {}
             if "Input Dims" in hargs:
                 args["shapes"] = hargs["Input Dims"]
-            args["wall_us"] = host_op.get("dur", 0.0)
+            args["wall_us"] = host_op.dur
         host_now = anchor + (r.event.host_s - m0) * 1e6 + shift
-        ext = (host_op.get("args") or {}).get("External id") if host_op is not None else None
+        ext = (host_op.args or {}).get("External id") if host_op is not None else None
         launch: dict[str, Any] | None = None
         target: dict[str, Any] | None = None
         if kind in ("op", "graph"):
@@ -186,7 +325,7 @@ def _modeled_events(
             args["modeled_us"] = dur
             launch = kineto.runtime_event(f"launch {args['op']}", launch_ts, host_now - launch_ts, lane("host").tid,
                                           PID, corr, ext, {"modeled_us": host_now - launch_ts})  # fmt: skip
-            out.append(launch)
+            yield launch
             kernels = []
             if kind == "graph" and detail is not None:
                 kernels = _graph_kernels(detail, start, args.get("source", ""), args.get("code", ""))
@@ -199,19 +338,19 @@ def _modeled_events(
             else:
                 ev = _x(kind, args["op"], start, dur, kineto.device_args(args, STREAM_COMPUTE, corr, ext), CAT_KERNEL)
                 target = ev
-            out.append(ev)
-            out.extend(kernels)
+            yield ev
+            yield from kernels
         else:
             if run_start is not None:
-                out.append(_host_run(run_start, start, run_n))
+                yield _host_run(run_start, start, run_n)
                 run_start, run_n = None, 0
             if kind == "sync":
                 args["reason"] = name
                 args["wait_us"] = dur
                 if dur > 0:
-                    out.append(_x("sync", f"wait: {name}", start, dur, args))
-                    out.append(_x("host", f"wait: {name}", start, dur, {"reason": name, "modeled_us": dur}))
-                out.append({"ph": "i", "s": "t", "name": f"sync: {name}", "cat": "sync", "ts": host_now, "pid": PID,
+                    yield _x("sync", f"wait: {name}", start, dur, args)
+                    yield _x("host", f"wait: {name}", start, dur, {"reason": name, "modeled_us": dur})
+                yield ({"ph": "i", "s": "t", "name": f"sync: {name}", "cat": "sync", "ts": host_now, "pid": PID,
                             "tid": lane("sync").tid, "args": args})  # fmt: skip
                 ev = None
             elif kind == "comm":  # a collective on the communication queue (its launch is inside the c10d op)
@@ -220,7 +359,7 @@ def _modeled_events(
                 corr += 1
                 ev = _x("comm", f"collective {name}", start, dur, kineto.device_args(args, STREAM_COMM, corr, ext),
                         CAT_KERNEL)  # fmt: skip
-                out.append(ev)
+                yield ev
             else:
                 d = detail if isinstance(detail, dict) else {}
                 where = "fallback" if d.get("fallback") else "transfer" if d.get("transfer") else "host"
@@ -241,28 +380,27 @@ def _modeled_events(
                     ev = _x(where, kname, start, dur, kineto.device_args(args, STREAM_DMA, corr, ext), CAT_MEMCPY)
                     launch = kineto.runtime_event(label, start, dur, lane("host").tid, PID, corr, ext,
                                                   {"op": args["op"], "modeled_us": dur})  # fmt: skip
-                    out.extend((ev, launch))
+                    yield from (ev, launch)
                     target = ev
                 else:
                     ev = _x(where, label, start, dur, args)
-                    out.append(ev)
-                    out.append(_x("host", label, start, dur, {"op": args["op"], "modeled_us": dur}))
+                    yield ev
+                    yield _x("host", label, start, dur, {"op": args["op"], "modeled_us": dur})
         if launch is not None and target is not None:
-            out.extend(kineto.flow(launch["args"]["correlation"], launch, target))
-        if ev is not None and host_op is not None and "ts" in host_op:
+            yield from kineto.flow(launch["args"]["correlation"], launch, target)
+        if ev is not None and host_op is not None:
             flow_id += 1
-            out.append({"ph": "s", "id": flow_id, "name": "neuron launch", "cat": "neuron_flow", "ts": host_op["ts"],
-                        "pid": host_op.get("pid", 0), "tid": host_op.get("tid", 0)})  # fmt: skip
-            out.append({"ph": "f", "bp": "e", "id": flow_id, "name": "neuron launch", "cat": "neuron_flow",
-                        "ts": ev["ts"], "pid": PID, "tid": ev["tid"]})  # fmt: skip
+            yield {"ph": "s", "id": flow_id, "name": "neuron launch", "cat": "neuron_flow", "ts": host_op.ts,
+                   "pid": host_op.pid, "tid": host_op.tid}  # fmt: skip
+            yield {"ph": "f", "bp": "e", "id": flow_id, "name": "neuron launch", "cat": "neuron_flow",
+                   "ts": ev["ts"], "pid": PID, "tid": ev["tid"]}  # fmt: skip
         if r.allocated != last_alloc:
             last_alloc = r.allocated
-            out.append({"ph": "C", "name": "HBM", "pid": PID, "tid": 0, "ts": host_now,
-                        "args": {"allocated": r.allocated, "reserved": r.reserved}})  # fmt: skip
+            yield {"ph": "C", "name": "HBM", "pid": PID, "tid": 0, "ts": host_now,
+                   "args": {"allocated": r.allocated, "reserved": r.reserved}}  # fmt: skip
         prev_host = r.event.host_s
     if run_start is not None:
-        out.append(_host_run(run_start, anchor + (prev_host - m0) * 1e6 + (cum[-1] * 1e6), run_n))
-    return out
+        yield _host_run(run_start, anchor + (prev_host - m0) * 1e6 + (cum[-1] * 1e6), run_n)
 
 
 def _last_host(session: Session) -> float:

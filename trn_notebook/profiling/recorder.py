@@ -14,6 +14,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -25,7 +26,12 @@ from ..device.source_lines import SourceLine, source_line, user_frame
 from ..device.timeline_events import Event, moved_bytes
 
 MAX_EVENTS = 1_000_000
-"""Records kept per profile; beyond this the oldest are dropped and the trace says how many."""
+"""Records kept per profile; beyond this the oldest are dropped, a warning and the trace say how many."""
+
+
+class EventsDroppedWarning(UserWarning):
+    """A profile recorded more simulator events than :data:`MAX_EVENTS`; the earliest were dropped."""
+
 
 _perf_ns = time.perf_counter_ns
 _native_id = threading.get_native_id
@@ -100,6 +106,15 @@ class Recorder:
             self.session = None
         session.stop_perf_ns = _perf_ns()
         _add_compiles(session)
+        if session.dropped:
+            kept = len(session.records)
+            warnings.warn(
+                f"the profile kept the last {kept:,} of {kept + session.dropped:,} simulator events (at most "
+                f"{MAX_EVENTS:,} are held); the trace's lanes start later than its CPU events. Profile fewer steps, "
+                "or record a window with torch.profiler.schedule(wait=..., active=...)",
+                EventsDroppedWarning,
+                stacklevel=3,
+            )
         return session
 
     def snapshot(self) -> int:
@@ -122,8 +137,9 @@ class Recorder:
             return
         records = session.records
         if len(records) >= MAX_EVENTS:
-            del records[: MAX_EVENTS // 10]
-            session.dropped += MAX_EVENTS // 10
+            cut = max(1, MAX_EVENTS // 10)
+            del records[:cut]
+            session.dropped += cut
         counters = allocator.counters
         event = Event(kind, name, start, dur, host, moved_bytes(detail), _user_line(session.frames))
         records.append(Record(event, _perf_ns(), _native_id(), detail, counters.allocated, counters.reserved))
