@@ -132,3 +132,17 @@ def test_a_user_with_a_bad_cache_dir_still_compiles(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.strip() == "[2.0, 2.0, 2.0]"
     assert "TORCH_NEURONX_NEFF_CACHE_DIR='~nosuchuser_trn/x' is not valid" in proc.stderr
+
+
+@pytest.mark.slow
+def test_a_malformed_autoload_switch_is_named_with_what_pytorch_made_of_it():
+    # PyTorch reads anything but "1" as off: `import torch` alone then does not register neuron.
+    code = "import torch\nprint(hasattr(torch, 'neuron'))\nimport trn_notebook\nprint(torch.ones(1, device='neuron').item())\n"
+    env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="maybe")
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split() == ["False", "1.0"]
+    assert (
+        "TORCH_DEVICE_BACKEND_AUTOLOAD='maybe' is not valid; accepted: 1 (on) or 0 (off). PyTorch read it as 0"
+        in proc.stderr
+    )
