@@ -138,6 +138,21 @@ def write_chunks_atomic(path: str | Path, chunks: Iterable[bytes], *, mode: int 
     return write_all([(path, chunks)], mode=mode)[0]
 
 
+def create_exclusive(path: str | Path, data: bytes, *, mode: int = 0o600) -> bool:
+    """Create ``path`` holding ``data`` complete, unless it exists: staged, then hard-linked into place (the link
+    fails if another process created the file first). Returns False when it already existed. Raises ``OSError``
+    when it cannot be written; then nothing is left (never a half-written file, which a key must not be)."""
+    target = Path(path)
+    tmp = _stage(target, data, mode)
+    try:
+        os.link(tmp, target)
+        return True
+    except FileExistsError:
+        return False
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
 def write_text_atomic(path: str | Path, text: str, *, mode: int = 0o666) -> Path:
     """:func:`write_atomic` of ``text`` in UTF-8."""
     return write_atomic(path, text.encode("utf-8"), mode=mode)

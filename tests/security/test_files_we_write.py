@@ -205,3 +205,20 @@ def test_no_module_sets_the_umask():
         if isinstance(n, ast.Call) and ast.unparse(n.func) == "os.umask"
     ]
     assert calls == []
+
+
+def test_a_cache_key_on_a_full_disk_is_not_left_half_written(tmp_path, monkeypatch):
+    # A key cut short by ENOSPC was "too short" forever after; now it is created complete or not at all.
+    from trn_notebook.compiler import trust
+    from trn_notebook.compiler.config import override
+
+    _fail_on_call(monkeypatch, 1)
+    trust._keys.clear()
+    with override(key_file=str(tmp_path / "k" / "cache-hmac.key")):
+        with pytest.raises(trust.KeyFileError, match="No space left on device"):
+            trust.user_key()
+        assert not (tmp_path / "k" / "cache-hmac.key").exists()
+        assert [p.name for p in (tmp_path / "k").iterdir()] == []
+        monkeypatch.undo()
+        assert len(trust.user_key()) == 64  # the next try makes a whole key
+    trust._keys.clear()

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import state as _state
+from ..outfiles import create_exclusive, write_atomic
 from .config import get_config
 
 MARKER = ".trn-notebook-cache"
@@ -75,9 +76,8 @@ def has_marker(d: Path) -> bool:
 
 def write_marker(d: Path) -> None:
     """Mark ``d`` as a trn-notebook cache directory (only called for directories we own and keep private)."""
-    fd = os.open(d / MARKER, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(MARKER_TEXT + b"Entries are <key>.json + <key>.ir; trn-notebook deletes only those.\n")
+    text = MARKER_TEXT + b"Entries are <key>.json + <key>.ir; trn-notebook deletes only those.\n"
+    write_atomic(d / MARKER, text, mode=0o600)
 
 
 def read_regular(path: Path, limit: int, *, private: bool = False) -> bytes:
@@ -155,13 +155,8 @@ def user_key() -> bytes:
     try:
         if not os.path.lexists(path):
             path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            try:
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
-            except FileExistsError:
-                pass  # another process made it first: read theirs
-            else:
-                with os.fdopen(fd, "wb") as f:
-                    f.write(secrets.token_hex(32).encode() + b"\n")
+            # complete or absent, never half-written; False: another process made it first, read theirs
+            create_exclusive(path, secrets.token_hex(32).encode() + b"\n", mode=0o600)
         data = read_regular(path, 4096, private=True).strip()
     except KeyFileError:
         raise

@@ -37,6 +37,7 @@ def _libc_call(name: str, *args: int) -> None:
 
 
 def _write(path: str, text: str) -> None:
+    # a /proc file of this process (uid_map, setgroups): written in place, as the kernel requires
     with open(path, "w") as fh:
         fh.write(text)
 

@@ -90,6 +90,7 @@ def _dump_stacks_on_request(error_dir: str, rank: int) -> None:
     """
     import faulthandler
 
+    # faulthandler's file: written by the interpreter as the rank dies, so not staged (outfiles) like the rest
     fh = open(os.path.join(error_dir, f"rank{rank}.stack"), "w")  # noqa: SIM115 - lives as long as the rank
     faulthandler.register(_STACK_SIGNAL, file=fh, all_threads=True)
     # torch's join stops the other ranks with SIGTERM when one fails: dump first, then terminate as before
