@@ -150,6 +150,29 @@ def test_suggest_policy_respects_the_budget_and_beats_powers_of_two_on_padding()
         suggest_policy([5], 0)
 
 
+def test_a_compile_that_costs_seconds_buys_fewer_buckets_than_one_that_costs_milliseconds():
+    # Issue 58: priced at milliseconds a compile is free, so the tuner spent the whole budget; at the Neuron
+    # compiler's seconds per graph the padding it saves must pay for each extra graph.
+    from trn_notebook.compiler import compile_time
+
+    rng = np.random.default_rng(4)
+    lengths = np.concatenate([rng.integers(20, 60, 40), rng.integers(200, 260, 15), rng.integers(400, 512, 5)])
+    least_padding = suggest_policy(lengths, 6)
+    cheap = suggest_policy(lengths, 6, compile_s=1e-3, position_s=20e-6, requests=10_000)
+    neuron = suggest_policy(lengths, 6, compile_s=compile_time.modeled_compile_s(50, 1), position_s=20e-6,
+                            requests=10_000)  # fmt: skip
+    assert cheap.buckets() == least_padding.buckets() and len(cheap.buckets()) == 6
+    assert len(neuron.buckets()) < len(cheap.buckets())
+    for policy in (cheap, neuron):
+        assert policy.buckets()[-1] == lengths.max()
+    # more traffic makes padding dearer: the same compile price buys more buckets
+    busier = suggest_policy(lengths, 6, compile_s=compile_time.modeled_compile_s(50, 1), position_s=20e-6,
+                            requests=10_000_000)  # fmt: skip
+    assert len(busier.buckets()) > len(neuron.buckets())
+    with pytest.raises(ValueError, match="non-negative"):
+        suggest_policy(lengths, 6, compile_s=-1.0)
+
+
 def test_every_bucket_compiles_even_beyond_dynamos_default_recompile_limit():
     runner = bucketed(lambda input_ids: input_ids + 1, dims={"input_ids": 0}, policy="step:1:1-12")
     for n in range(1, 13):

@@ -23,12 +23,35 @@ def test_a_matmul_issues_one_instruction_per_tile_and_a_decode_matmul_still_tile
         ct.kernel_instructions(1.0, 1.0, tp=0)
 
 
-def test_the_modeled_time_is_the_derived_rate_times_instructions_and_records_without_a_count_say_none():
-    assert ct.modeled_compile_s(1e6) == pytest.approx(1e6 * ct.NEURON_COMPILE_S_PER_INSTRUCTION)
+def test_the_modeled_time_is_a_fixed_part_per_graph_plus_a_part_per_instruction():
+    assert ct.modeled_compile_s(1e6, 2) == pytest.approx(
+        2 * ct.NEURON_COMPILE_FIXED_S + 1e6 * ct.NEURON_COMPILE_S_PER_INSTRUCTION
+    )
     assert ct.record_compile_s({"graph_name": "g"}) is None  # hardware metrics carry no count
-    assert ct.record_compile_s({"neuron_instructions": 10.0}) == pytest.approx(ct.modeled_compile_s(10.0))
-    assert ct.records_compile_s([{}, {"neuron_instructions": 2.0}]) == pytest.approx(ct.modeled_compile_s(2.0))
+    assert ct.record_compile_s({"neuron_instructions": 10.0}) == pytest.approx(ct.modeled_compile_s(10.0, 1))
+    assert ct.records_compile_s([{}, {"neuron_instructions": 2.0}]) == pytest.approx(ct.modeled_compile_s(2.0, 1))
+    assert ct.records_compile_s([{"neuron_instructions": 1.0}] * 3) == pytest.approx(ct.modeled_compile_s(3.0, 3))
     assert ct.records_compile_s([{}]) is None
+    with pytest.raises(ValueError):
+        ct.modeled_compile_s(1.0, -1)
+
+
+def test_a_one_op_graph_costs_seconds_inside_the_published_range_of_small_graphs():
+    # Issue 58: a few-instruction graph modeled at 1.3 ms taught the bucket tuner the wrong trade-off.
+    low, high = ct.SMALL_GRAPH_RANGE_S
+    one_op = ct.modeled_compile_s(1.0, 1)
+    assert one_op >= 5.0 and low <= one_op <= high
+
+
+def test_two_rows_determine_the_two_constants_and_rows_that_cannot_are_refused():
+    fixed, rate = ct.fit_two_rows((1, 18_810, 20.0), (2, 611_521, 234.0))
+    assert fixed + 18_810 * rate == pytest.approx(20.0) and 2 * fixed + 611_521 * rate == pytest.approx(234.0)
+    assert fixed == pytest.approx(ct.NEURON_COMPILE_FIXED_S, abs=0.05)  # the committed constants are this fit
+    assert rate == pytest.approx(ct.NEURON_COMPILE_S_PER_INSTRUCTION, rel=0.01)
+    with pytest.raises(ValueError, match="same instructions per graph"):
+        ct.fit_two_rows((1, 100, 10.0), (2, 200, 30.0))
+    with pytest.raises(ValueError, match="negative"):
+        ct.fit_two_rows((1, 100, 50.0), (1, 200, 10.0))
 
 
 def test_fmt_compile_labels_both_figures_and_shows_missing_as_na():

@@ -112,4 +112,5 @@ def test_compile_instructions_count_tiles_and_rows_compile_their_sources_graph_s
     assert graph_instructions([down], 64, 7168) == 263 * 56  # the FLOPs bound would give 4x fewer
     graphs = {r.label: r.graphs for r in COMPILE_ROWS}
     assert graphs["DeepSeek-V3 TP64"] == 2 and graphs["Trinity-Mini TP4 batch 1"] == 2  # bucketing off / one bucket
-    assert all(r.spec in (TRINITY_MINI, QWEN35["2B"], QWEN35["35B-A3B"], DEEPSEEK_V3) for r in COMPILE_ROWS)
+    assert all(r.spec in (TRINITY_MINI, QWEN35["2B"], QWEN35["35B-A3B"], DEEPSEEK_V3, None) for r in COMPILE_ROWS)
+    assert all((r.spec is None) == (r.walk is not None) for r in COMPILE_ROWS)  # a row walks a decoder or its own

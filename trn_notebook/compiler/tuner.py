@@ -9,8 +9,9 @@ All figures are modeled and vectorised with numpy (100,000 lengths in a few mill
   graph's own schedule (``modeled_device_s`` of the forward/inference graphs); other buckets are
   scaled from the compiled ones (a least-squares line in the bucket length from two or more, in
   proportion to length from one). Without compiled graphs: ``bucket x per_position_s`` (an assumption);
-* cold compile: the **modeled Neuron compile** of the used buckets' graphs (``compile_time.py``: their
-  instruction counts x a per-instruction constant derived from a published compile time), read from
+* cold compile: the **modeled Neuron compile** of the used buckets' graphs (``compile_time.py``: a fixed
+  part per graph plus their instruction counts x a per-instruction constant, both fitted on published
+  compile times), read from
   the graphs ``measured=`` compiled or loaded, so a cold and a warm cache give the same figure; buckets
   not compiled yet are scaled in proportion to their length. Never this laptop's compile wall time.
   With no compiled graph: ``compile_s`` per graph when given, else ``COMPILE_S_PER_GRAPH`` per graph,
@@ -55,6 +56,12 @@ class TuneResult:
     # the Neuron compiler's modeled cold compile of the used buckets (compile_time.py); None: no graph counted
     modeled_neuron_compile_s: float | None = None
     modeled_neuron_source: str = ""
+    position_s: float = PER_POSITION_S  # device seconds per padded position (what padding costs a request)
+
+    @property
+    def compile_s_per_graph(self) -> float | None:
+        """Seconds of one compile under this result's cold-compile figure (None: nothing compiles)."""
+        return self.cold_compile_s / self.compiles if self.compiles else None
 
 
 def _device_s_per_bucket(
@@ -156,7 +163,15 @@ def tune(
         bucket_latency_s={int(b): float(launch + device_s[i]) for i, b in enumerate(sizes) if used[i]},
         modeled_neuron_compile_s=neuron,
         modeled_neuron_source=neuron_source,
+        position_s=_position_s(sizes[used], device_s[used], per_bucket[used], per_position_s),
     )
+
+
+def _position_s(sizes: np.ndarray, device_s: np.ndarray, requests: np.ndarray, default: float) -> float:
+    """Device seconds per position of the used buckets' graphs, weighted by the requests each serves."""
+    if not sizes.size or not requests.sum():
+        return default
+    return float(np.average(device_s / np.maximum(sizes, 1), weights=requests))
 
 
 def _neuron_compile(used: np.ndarray, facts: dict[int, list[CompileRecord]]) -> tuple[float | None, str]:
@@ -181,7 +196,10 @@ def _cold_compile(n_used: int, neuron: float | None, neuron_source: str, compile
     """Seconds to compile the used buckets' graphs from cold, and where the figure comes from: the
     modeled Neuron compile when a graph was compiled, else ``compile_s`` (given) or the assumption."""
     if neuron is not None:
-        return neuron, f"modeled Neuron compile: {neuron_source} (seconds per instruction derived from {DERIVED_FROM})"
+        return (
+            neuron,
+            f"modeled Neuron compile: {neuron_source} (a fixed part per graph + a part per instruction, fitted on {DERIVED_FROM})",
+        )
     if compile_s is not None:
         return n_used * compile_s, f"given: {compile_s:g} s per graph"
     return n_used * COMPILE_S_PER_GRAPH, (
@@ -190,13 +208,24 @@ def _cold_compile(n_used: int, neuron: float | None, neuron_source: str, compile
     )
 
 
-def suggest_policy(lengths: Any, max_compiles: int) -> BucketPolicy:
-    """The explicit policy of at most ``max_compiles`` buckets with the least padding on ``lengths``.
+def suggest_policy(
+    lengths: Any,
+    max_compiles: int,
+    *,
+    compile_s: float | None = None,
+    position_s: float = PER_POSITION_S,
+    requests: float | None = None,
+) -> BucketPolicy:
+    """The explicit policy of at most ``max_compiles`` buckets for ``lengths``.
 
-    Optimal 1-D partition by dynamic programming over the distinct lengths (rounded up to a
-    multiple of 8, or of a coarser step keeping at most 512 distinct values, when there are more
-    than 512 of them). Raises ``ValueError`` for an empty distribution or a budget outside
-    1..``MAX_BUCKETS``.
+    Without ``compile_s``: the least padding within the budget. With ``compile_s`` (seconds per compiled
+    graph, e.g. the modeled Neuron compile) the number of buckets is chosen too: the fewest total seconds of
+    ``compiles x compile_s`` plus the padded positions' device time (``position_s`` each) over ``requests``
+    requests shaped like ``lengths`` (default: as many as it counts). A compile that costs seconds buys far
+    fewer buckets than one that costs milliseconds. Optimal 1-D partition by dynamic programming over the
+    distinct lengths (rounded up to a multiple of 8, or of a coarser step keeping at most 512 distinct values,
+    when there are more than 512 of them). Raises ``ValueError`` for an empty distribution, a budget outside
+    1..``MAX_BUCKETS`` or a negative cost.
     """
     try:
         max_compiles = operator.index(max_compiles)
@@ -204,6 +233,8 @@ def suggest_policy(lengths: Any, max_compiles: int) -> BucketPolicy:
         max_compiles = 0
     if not 1 <= max_compiles <= MAX_BUCKETS:
         raise ValueError(f"max_compiles must be an integer from 1 to {MAX_BUCKETS}, got {max_compiles!r}")
+    if (compile_s is not None and compile_s < 0) or position_s < 0 or (requests is not None and requests <= 0):
+        raise ValueError(f"costs must be non-negative and requests positive ({compile_s=}, {position_s=}, {requests=})")
     values, counts = _as_counts(lengths)
     keep = values > 0
     values, counts = values[keep], counts[keep]
@@ -224,6 +255,7 @@ def suggest_policy(lengths: Any, max_compiles: int) -> BucketPolicy:
     cost = values[None, :] * (cw[j + 1] - cw[i]) - (cv[j + 1] - cv[i])
     cost = np.where(j >= i, cost, np.inf)
     best = cost[0].copy()  # best[j]: least padding covering 0..j with one bucket ending at j
+    padding = [float(best[-1])]  # padding[m]: least padding of the whole range with at most m + 1 buckets
     choice = [np.zeros(n, dtype=np.int64)]
     for _ in range(1, k):
         # new[j] = min over split s < j of best[s] + cost[s+1, j]
@@ -233,8 +265,14 @@ def suggest_policy(lengths: Any, max_compiles: int) -> BucketPolicy:
         improved = new < best
         best = np.where(improved, new, best)
         choice.append(np.where(improved, arg, -1))
+        padding.append(float(best[-1]))
+    top = len(choice) - 1
+    if compile_s is not None:
+        scale = (requests if requests is not None else float(cw[-1])) / float(cw[-1])
+        totals = [(m + 1) * compile_s + pad * position_s * scale for m, pad in enumerate(padding)]
+        top = int(np.argmin(totals))  # the first minimum: fewer compiles on a tie
     sizes = [int(values[-1])]
-    end, level = n - 1, len(choice) - 1
+    end, level = n - 1, top
     while level > 0:
         s = choice[level][end]
         if s >= 0:

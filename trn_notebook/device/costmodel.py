@@ -84,9 +84,10 @@ def set_cost_constants(**changes: float) -> CostConstants:
     * **fitted** (docs/fidelity.md "Model level" names the rows): ``compute_efficiency`` (MFU),
       ``memory_efficiency`` (MBU) and ``collective_in_graph_s``, jointly on the ledger's fit rows (R3,
       R11, R13; ``fidelity.fit.split``) plus R6's published collective split (~3 ms per token), which
-      pins the collective floor. The fourth and
-      last fitted constant is outside this record: ``compiler.compile_time.NEURON_COMPILE_S_PER_INSTRUCTION``,
-      fitted on Trinity-Mini's batch-1 compile time (``fidelity.fit.ALL_FITTED``);
+      pins the collective floor. The fourth and fifth
+      fitted constants are outside this record: ``compiler.compile_time.NEURON_COMPILE_FIXED_S`` and
+      ``NEURON_COMPILE_S_PER_INSTRUCTION``, fitted on ViT-L's and Trinity-Mini's batch-1 compile times
+      (``fidelity.fit.ALL_FITTED``);
     * **sourced** (derived from published figures): ``serving_step_s`` and ``vllm_step_s`` (both R6),
       ``eager_host_dispatch_s`` + ``eager_launch_s`` (TorchNeuron's ~0.2 ms per eager op);
     * **assumed** (no published figure): ``graph_launch_s``, ``kernel_in_graph_s``, the transfer and

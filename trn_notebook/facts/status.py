@@ -168,7 +168,7 @@ def _compile_sources(p: dict[str, Any]) -> str:
 
     return (
         f"({measured}; modeled: the Neuron compiler's time for the missed graphs from their instruction "
-        f"counts, its one constant derived from {DERIVED_FROM})"
+        f"counts and a fixed part per graph, both fitted on {DERIVED_FROM})"
     )
 
 

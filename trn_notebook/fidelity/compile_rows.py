@@ -5,14 +5,19 @@ context bucket and one token-generation (decode) graph per generation bucket, as
 ``graph_source`` says (bucketing off: one of each at the sequence length) — walked shapes-only at
 full size like the latency rows, MoE layers as NxD Inference runs them (:mod:`.moe`: the blockwise
 context-encoding matmul computes every worst-case block); the modeled compile time is
-:func:`trn_notebook.compiler.compile_time.modeled_compile_s` of their instructions. The one constant
-is fitted on the ``fit`` row (one row: the constant is its published time / its instructions);
-every other row is held out.
+:func:`trn_notebook.compiler.compile_time.modeled_compile_s` of their graphs and instructions. An image
+model's row (ViT-L) walks one forward of its encoder at its published image size. The two constants
+(fixed seconds per graph, seconds per instruction) are fitted on the two ``fit`` rows, one small graph
+and one large (``compile_time.fit_two_rows``); every other row is held out.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
+
+import torch
 
 from ..compiler.compile_time import modeled_compile_s
 from .configs import DEEPSEEK_V3, QWEN35, TRINITY_MINI, ModelSpec
@@ -28,20 +33,56 @@ class CompileRow:
     ``ctx_buckets`` entry, one token-generation graph per ``tkg_buckets`` entry)."""
 
     label: str
-    spec: ModelSpec
+    spec: ModelSpec | None  # None for a row that walks its own model (``walk``)
     tp: int
     ctx_buckets: tuple[int, ...]
     tkg_buckets: tuple[int, ...]
     batch: int
     published_s: float
     source: str
-    role: str  # "fit" (the constant is fitted on it) or "held out"
+    role: str  # "fit" (the constants are fitted on it) or "held out"
     graph_source: str = ""  # where the bucket set comes from
+    walk: Callable[[], float] | None = None  # instructions of a row that is not a decoder (an image model)
+    single_graphs: int = 0  # graphs of such a row
 
     @property
     def graphs(self) -> int:
-        """Context-encoding + token-generation graphs."""
-        return len(self.ctx_buckets) + len(self.tkg_buckets)
+        """Context-encoding + token-generation graphs (or the row's own graphs)."""
+        return len(self.ctx_buckets) + len(self.tkg_buckets) + self.single_graphs
+
+
+VIT_L = {  # google/vit-large-patch16-224's config.json (Hugging Face model card): ViT-L/16 at 224 x 224
+    "hidden_size": 1024, "num_hidden_layers": 24, "num_attention_heads": 16, "intermediate_size": 4096,
+    "image_size": 224, "patch_size": 16, "num_labels": 1000,
+}  # fmt: skip
+
+
+def vit_instructions(config: dict[str, int] = VIT_L, batch: int = 1) -> float:
+    """Instructions of one forward of a ViT image classifier (BF16, one rank), walked on fake tensors with
+    its weights left uninitialised (initialising them reads values fake tensors do not have)."""
+    from transformers import ViTConfig, ViTForImageClassification
+    from transformers.initialization import no_init_weights
+
+    from .walk import walk
+
+    cfg = ViTConfig(**config)  # type: ignore[arg-type]
+    cfg._attn_implementation = "sdpa"
+
+    def build() -> torch.nn.Module:  # built in BF16 (a .to() of fake conv weights cannot swap them)
+        before = torch.get_default_dtype()
+        torch.set_default_dtype(torch.bfloat16)
+        try:
+            with no_init_weights():
+                return ViTForImageClassification(cfg)
+        finally:
+            torch.set_default_dtype(before)
+
+    def run(model: torch.nn.Module, count: Any) -> None:
+        size = cfg.image_size
+        with count("prefill"):
+            model(pixel_values=torch.zeros(batch, cfg.num_channels, size, size, dtype=torch.bfloat16))
+
+    return graph_instructions(walk(build, run)["prefill"], 1, cfg.hidden_size)
 
 
 _TRINITY = f"{NXDI} contrib/models/Trinity/README.md"
@@ -49,6 +90,20 @@ _TRINITY = f"{NXDI} contrib/models/Trinity/README.md"
 # (2048)" -> the one bucket 2048 for both graphs.
 _TRINITY_GRAPHS = "seq_len 2048; buckets must be >= the 2048 sliding window (README) -> one CTE + one TKG graph"
 COMPILE_ROWS: tuple[CompileRow, ...] = (
+    CompileRow(
+        "ViT-L TorchNeuron native",
+        None,
+        1,
+        (),
+        (),
+        1,
+        20.0,
+        f"{NXDI} PR #116 (~20 s native, against ~210 s through the older trace path)",
+        "fit",
+        "one graph: torch.compile of the image classifier's forward, batch 1 at 224 x 224 (assumed)",
+        walk=vit_instructions,
+        single_graphs=1,
+    ),
     *(
         CompileRow(
             f"Trinity-Mini TP4 batch {b}",
@@ -102,24 +157,36 @@ COMPILE_ROWS: tuple[CompileRow, ...] = (
     ),
 )
 NOT_COMPARED = (
-    "ViT-L ~20 s (neuronx-distributed-inference PR #116): transformers' ViT initialises its weights with a "
-    "value read that fake tensors cannot answer, so it is not walked",
-    "vLLM Neuron structured-output NEFF recompilation ~8.4 s: the graph recompiled is not stated",
+    "vLLM Neuron structured-output NEFF recompilation ~8.4 s (aws-neuron-sdk vllm-neuron/docs/design/vllm/"
+    "structured-outputs-and-tool-calling.md L193): the graph recompiled is not stated, so only the fixed part "
+    "compares: one graph costs at least NEURON_COMPILE_FIXED_S; with ViT-L's ~20 s it bounds the published "
+    "range of a small graph's compile (compile_time.SMALL_GRAPH_RANGE_S)",
 )
 
 
 def instructions(row: CompileRow) -> float:
     """Instructions of the row's graphs (a context-encoding graph per CTE bucket, a token-generation
-    graph per TKG bucket), per rank."""
+    graph per TKG bucket, or the row's own walk), per rank."""
+    if row.walk is not None:
+        return row.walk()
+    if row.spec is None:
+        raise ValueError(f"compile row {row.label!r} has neither a decoder spec nor a walk")
+    spec = row.spec
     total = 0.0
     for phase, buckets in (("prefill", row.ctx_buckets), ("decode", row.tkg_buckets)):
         for b in buckets:
-            s = Scenario(row.spec, Layout("trn2", row.tp), b, b, 2, batch=row.batch, decode_context=b)
-            total += graph_instructions(walk_scenario(s)[phase], row.tp, row.spec.hidden)
+            s = Scenario(spec, Layout("trn2", row.tp), b, b, 2, batch=row.batch, decode_context=b)
+            total += graph_instructions(walk_scenario(s)[phase], row.tp, spec.hidden)
     return total
 
 
 def evaluate(row: CompileRow) -> tuple[float, float]:
     """``(instructions, modeled compile seconds)`` of one row."""
     n = instructions(row)
-    return n, modeled_compile_s(n)
+    return n, modeled_compile_s(n, row.graphs)
+
+
+def fit_rows() -> tuple[CompileRow, CompileRow]:
+    """The two ``fit`` rows, the smaller graph first."""
+    small, large = sorted((r for r in COMPILE_ROWS if r.role == "fit"), key=lambda r: instructions(r) / r.graphs)
+    return small, large

@@ -322,7 +322,7 @@ def serve_estimate(
         padding_share=float(padded.sum() / kernels_s.sum()) if kernels_s.sum() else 0.0,
         bucket_counts={b: int((per_request == b).sum()) for b in used},
         cold_graphs=len(used) + len(decode_buckets),
-        cold_compile_s=modeled_compile_s(instructions),
+        cold_compile_s=modeled_compile_s(instructions, len(used) + len(decode_buckets)),
         prefill=prefill,
         decode=decode,
         notes=notes,

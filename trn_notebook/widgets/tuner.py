@@ -398,9 +398,21 @@ class ShapeTuner(TrnWidget):
         return self.applied
 
     def _on_suggest(self, content: dict[str, Any]) -> None:
-        max_compiles = int(content.get("max_compiles", self.count))
-        suggested = _compiler().suggest_policy(self._tune_input, max_compiles)
+        self.suggest(int(content.get("max_compiles", self.count)))
+
+    def suggest(self, max_compiles: int) -> str:
+        """Set the controls to the suggested policy of at most ``max_compiles`` buckets and return it: the
+        fewest total seconds of compiles (each priced as the current policy's cold compile per graph, the
+        modeled Neuron compile when a graph was compiled) and padding (its device time over the samples).
+        Raises ``ValueError`` for a budget outside 1..64 or no samples."""
+        compiler = _compiler()
+        current = compiler.BucketPolicy.parse(self.policy) if self.policy else None
+        result = compiler.tune(current, self._tune_input, measured=self._callable) if current is not None else None
+        per_graph = result.compile_s_per_graph if result is not None else None
+        position_s = result.position_s if result is not None else compiler.tuner.PER_POSITION_S
+        suggested = compiler.suggest_policy(self._tune_input, max_compiles, compile_s=per_graph, position_s=position_s)
         self._set_controls(str(suggested))
+        return str(suggested)
 
     # -- fallbacks ------------------------------------------------------------------------------
     def fallback_html(self) -> str:
