@@ -101,11 +101,17 @@ def test_latency_and_cold_compile_come_from_this_sessions_compiles_and_say_so(ta
     assert r["p99_s"] == pytest.approx(launch + max(device_s.values()))
     assert "cold compile from: modeled Neuron compile" in view.fallback_text()
 
-    # A bucket not compiled yet is scaled in proportion to its length from the compiled ones, and says so.
+    # A bucket not compiled yet: one graph (as each compiled bucket has), its instructions in proportion to its
+    # length from the compiled ones; the fixed part per graph does not scale. It says so.
     update(view, {"kind": "list", "sizes": "12,32,128"})  # 5 and 9 land in 12, never compiled
-    per_position = sum(compile_s.values()) / sum(compile_s)
+    ct = compiler.compile_time
+    instructions = {b: sum(g.extra["neuron_instructions"] for g in gs) for b, gs in target.compiled_buckets.items()}
+    per_position = sum(instructions.values()) / sum(instructions)
     assert "other buckets in proportion to their length" in view.readouts["compile_source"]
-    assert view.readouts["cold_compile_s"] == pytest.approx(12 * per_position + compile_s[32] + compile_s[128])
+    assert view.readouts["cold_compile_s"] == pytest.approx(
+        ct.modeled_compile_s(12 * per_position, 1) + compile_s[32] + compile_s[128]
+    )
+    assert compile_s[8] >= ct.NEURON_COMPILE_FIXED_S  # seconds per graph, not milliseconds (issue 58)
 
 
 def test_without_a_callable_the_figures_are_stated_assumptions(fresh_compiler):

@@ -295,6 +295,8 @@ def get_dynamo_metrics() -> list[dict[str, Any]]:
                 "fused_kernels": r.fused_kernels,
                 "modeled_device_s": r.modeled_device_s,
                 "modeled_peak_bytes": r.modeled_peak_bytes,
+                # the Neuron compiler's modeled time for this graph (compile_time.py; ours is measured above)
+                "modeled_neuron_compile_s": record_compile_s(r),
                 "requested_options": dict(r.requested_options),
                 "effective_options": dict(r.effective_options),
             }

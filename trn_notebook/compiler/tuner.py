@@ -23,6 +23,7 @@ All figures are modeled and vectorised with numpy (100,000 lengths in a few mill
 
 from __future__ import annotations
 
+import math
 import operator
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,7 +33,7 @@ import numpy as np
 from ..device import costmodel
 from .buckets import MAX_BUCKETS, BucketPolicy
 from .compile_log import CompileRecord
-from .compile_time import DERIVED_FROM, record_compile_s
+from .compile_time import DERIVED_FROM, modeled_compile_s
 
 COMPILE_S_PER_GRAPH = 150.0  # assumption: about 2.5 min per block per shape (torchneuron.md, "Compile times")
 PER_POSITION_S = 20e-6  # modeled device time per padded position of a small transformer block (assumption)
@@ -175,17 +176,25 @@ def _position_s(sizes: np.ndarray, device_s: np.ndarray, requests: np.ndarray, d
 
 
 def _neuron_compile(used: np.ndarray, facts: dict[int, list[CompileRecord]]) -> tuple[float | None, str]:
-    """Modeled Neuron compile seconds of the used buckets' graphs from cold: a compiled bucket's graphs
-    by their instruction count; other buckets in proportion to their length from the compiled ones."""
-    counted = {
-        b: sum(v for g in graphs if (v := record_compile_s(g)) is not None)
-        for b, graphs in facts.items()
-        if any(g.extra.get("neuron_instructions") is not None for g in graphs)
-    }
+    """Modeled Neuron compile seconds of the used buckets' graphs from cold: a compiled bucket's graphs by
+    their instruction count; another bucket as many graphs as a compiled one, its instructions in proportion
+    to its length (the fixed part per graph does not scale with length)."""
+    counted: dict[int, tuple[int, float]] = {}  # bucket -> (graphs, instructions)
+    for b, graphs in facts.items():
+        counts = [float(n) for g in graphs if (n := g.extra.get("neuron_instructions")) is not None]
+        if counts:
+            counted[b] = (len(counts), math.fsum(counts))
     if not counted:
         return None, "no compiled graph of this policy to count instructions from"
-    per_position = sum(counted.values()) / sum(counted)
-    total = sum(counted.get(int(b), per_position * int(b)) for b in used)
+    graphs_per_bucket = sum(g for g, _ in counted.values()) / len(counted)
+    per_position = sum(n for _, n in counted.values()) / sum(counted)
+
+    def bucket_s(b: int) -> float:
+        if b in counted:
+            return modeled_compile_s(counted[b][1], counted[b][0])
+        return modeled_compile_s(per_position * b, 1) * graphs_per_bucket
+
+    total = math.fsum(bucket_s(int(b)) for b in used)
     text = f"modeled from the instructions of buckets {', '.join(map(str, sorted(counted)))}"
     if any(int(b) not in counted for b in used):
         text += "; other buckets in proportion to their length"
