@@ -435,15 +435,19 @@ class CachingAllocator:
         event counts, drop the timeline, OOM events and phase peaks. Live tensors keep their blocks."""
         with self.lock:
             self.empty_cache()
-            c = self.counters
-            c.num_frees = c.num_alloc_retries = c.num_ooms = c.num_segment_frees = 0
-            # live blocks and segments count as allocated/created, so that current = allocs - frees holds
-            c.num_allocs = sum(1 for seg in self._segments for b in blocks(seg) if not b.free)
-            c.num_segments = len(self._segments)
+            self.reset_accumulated()  # live blocks and segments count as allocated/created: current = allocs - frees
             self.timeline.clear()
             self.oom_events.clear()
             self.reset_peaks()
             self._sample(force=True)
+
+    def reset_accumulated(self) -> None:
+        """Zero the accumulated event counts; live blocks and segments stay counted (current = allocs - frees)."""
+        with self.lock:
+            c = self.counters
+            c.num_frees = c.num_alloc_retries = c.num_ooms = c.num_segment_frees = 0
+            c.num_allocs = sum(1 for seg in self._segments for b in blocks(seg) if not b.free)
+            c.num_segments = len(self._segments)
 
     def reset_peaks(self) -> None:
         """Set every peak (global and per phase) to the current value."""

@@ -221,6 +221,12 @@ def reset_peak_memory_stats(device: int | None = None) -> None:
     _memory().reset_peaks()
 
 
+def reset_accumulated_memory_stats(device: int | None = None) -> None:
+    """Zero the event counts (allocation and segment counts, retries, OOMs) as ``torch.cuda``'s does; current
+    and peak bytes are kept."""
+    _memory().reset_accumulated()
+
+
 def empty_cache() -> None:
     """Release cached segments that hold no live tensor (reserved drops; allocated does not)."""
     _memory().empty_cache()

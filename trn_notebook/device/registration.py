@@ -269,7 +269,9 @@ def register() -> None:
         from .tying import install as keep_parameters_on_conversion
 
         keep_parameters_on_conversion()
-        _route_accelerator()
+        from . import accelerator_routes
+
+        accelerator_routes.install()  # torch.accelerator(.memory): every function answers for neuron
         _storage_resize.install()  # UntypedStorage.resize_ on neuron (FSDP2 frees/regathers parameters)
         refuse_flex_attention_on_neuron()  # PyTorch refuses the device; we say why and what to use
         if "torch._dynamo" in sys.modules:
@@ -277,80 +279,3 @@ def register() -> None:
         _registered = True
         _functional_self_test()
         log.debug("registered the simulated neuron device (torch %s)", torch.__version__)
-
-
-def _route_accelerator() -> None:
-    """Make ``torch.accelerator``'s device-index, memory and ``synchronize`` functions answer for ``neuron``.
-
-    PyTorch implements them in C++ against a ``c10::DeviceAllocator`` and a C++ device guard, which a
-    Python backend cannot register: ``memory_allocated()`` hits an internal assert and
-    ``set_device_index(1)`` is silently ignored. While ``neuron`` is the current accelerator these
-    call ``torch.neuron``'s functions (the allocator's figures; ``neuron:N`` for N > 0 refused, one
-    core per process); for any other accelerator the originals run.
-    """
-    import functools
-
-    from . import module
-
-    acc = torch.accelerator
-
-    def on_neuron() -> bool:
-        current = acc.current_accelerator()
-        return current is not None and current.type == "neuron"
-
-    def index_of(device: Any) -> int:
-        if device is None:
-            return module.current_device()
-        return device if isinstance(device, int) else (torch.device(device).index or 0)
-
-    def route(name: str, neuron_fn: Any) -> None:
-        original = getattr(acc, name, None)
-        if original is None or getattr(original, "_neuron_routed", False):
-            return
-
-        @functools.wraps(original)
-        def routed(*args: Any, **kwargs: Any) -> Any:
-            return neuron_fn(*args, **kwargs) if on_neuron() else original(*args, **kwargs)
-
-        routed._neuron_routed = True  # type: ignore[attr-defined]
-        setattr(acc, name, routed)
-
-    def set_device_index(device: Any, /) -> None:
-        index = index_of(device)
-        if index >= 0:
-            module.set_device(index)
-
-    def memory_stats(device_index: Any = None, /) -> dict[str, Any]:
-        module._check_index(index_of(device_index))
-        from collections import OrderedDict
-
-        return OrderedDict(sorted(module.memory_stats().items()))
-
-    def figure(fn: Any) -> Any:
-        def read(device_index: Any = None, /) -> Any:
-            module._check_index(index_of(device_index))
-            return fn()
-
-        return read
-
-    def memory_info(device_index: Any = None, /) -> tuple[int, int]:
-        module._check_index(index_of(device_index))
-        stats = module.memory_stats()
-        return stats["capacity_bytes"] - stats["reserved_bytes.all.current"], stats["capacity_bytes"]
-
-    route("set_device_index", set_device_index)
-    route("set_device_idx", set_device_index)
-    route("memory_stats", memory_stats)
-    route("memory_allocated", figure(module.memory_allocated))
-    route("max_memory_allocated", figure(module.max_memory_allocated))
-    route("memory_reserved", figure(module.memory_reserved))
-    route("max_memory_reserved", figure(module.max_memory_reserved))
-    route("reset_peak_memory_stats", figure(module.reset_peak_memory_stats))
-    route("empty_cache", module.empty_cache)
-    route("get_memory_info", memory_info)
-
-    def synchronize(device: Any = None, /) -> None:  # C++ asks a device guard Python backends cannot provide
-        module._check_index(index_of(device))
-        module.synchronize()
-
-    route("synchronize", synchronize)
