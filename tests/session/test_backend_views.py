@@ -33,3 +33,15 @@ def test_ops_and_memory_views_match_the_owners_snapshots(fresh_device):
     assert payload["memory_allocated"] == memory.counters.allocated and payload["cache_hits"] == 0
     assert payload["fallback_ops"] == len(facts.current().placement().fallback_ops)
     del y
+
+
+def test_the_mirrored_torchneuron_release_is_said_from_one_place(fresh_device):
+    from pathlib import Path
+
+    from trn_notebook import session
+    from trn_notebook._version import MIRRORS
+
+    assert "SDK 2.34" in MIRRORS
+    assert ("mirrors", MIRRORS) in session.use_device("neuron").fields
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    assert f"The simulator mirrors: {MIRRORS}" in " ".join(readme.split())

@@ -56,6 +56,7 @@ def device_card() -> Card:
         [
             ("device", f"{device} ({chip.long_name} NeuronCore)"),
             ("live backend", f"{backend.name} (trn-notebook {_version()}; no Trainium hardware in this process)"),
+            ("mirrors", _mirrors()),
             ("chip", f"{chip.name}: {chip.physical_cores} physical cores, {chip.logical_cores} logical cores"),
             ("HBM", f"{fmt_bytes(capacity)} per device ({fmt_bytes(chip.hbm_bytes)} per chip)"),
             ("host memory", _host_row()),
@@ -75,6 +76,12 @@ def _version() -> str:
     from .._version import __version__
 
     return str(__version__)
+
+
+def _mirrors() -> str:
+    from .._version import MIRRORS
+
+    return MIRRORS
 
 
 def _hardware_card(device: str, backend: facts.Backend) -> Card:
