@@ -69,3 +69,54 @@ def test_self_test_names_the_torch_version_when_an_api_is_missing(monkeypatch):
         registration.DeviceRegistrationError, match=rf"torch {re.escape(torch.__version__)}.*_no_such_api"
     ):
         registration.self_test()
+
+
+STAND_IN = '''
+"""A stand-in for another PrivateUse1 package that names the device neuron (as torch_neuronx does)."""
+import types
+import torch
+
+torch.utils.rename_privateuse1_backend("neuron")
+device = types.ModuleType("stand_in_neuron_device")
+device.is_available = lambda: True
+device.device_count = lambda: 1
+device.current_device = lambda: 0
+torch._register_device_module("neuron", device)
+'''
+
+
+def test_the_first_backend_imported_keeps_neuron_and_the_simulator_never_half_registers(tmp_path):
+    # Issue 56 item 5 (TorchNeuron 2.34's coexistence rule): another package imported first keeps `neuron`.
+    (tmp_path / "stand_in_neuron.py").write_text(STAND_IN)
+    env = {"PYTHONPATH": str(tmp_path), "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
+    first = _python(
+        """
+        import stand_in_neuron, torch
+        import trn_notebook
+        print(torch.neuron.__name__)
+        try:
+            torch.ones(2, device="neuron")
+        except NotImplementedError:
+            print("no kernels of ours")  # nothing registered on top of the other backend
+        print(trn_notebook.plan.__name__)  # the rest of the toolkit still imports and works
+        """,
+        env=env,
+    )
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.split() == ["stand_in_neuron_device", "no", "kernels", "of", "ours", "plan"]
+    assert "already registered by 'stand_in_neuron_device', imported first" in first.stderr
+    assert "TORCH_DEVICE_BACKEND_AUTOLOAD=0" in first.stderr and "stands down" in first.stderr
+    # the simulator first (import torch loads it through the entry point): it keeps neuron, the other is refused
+    second = _python(
+        """
+        import torch
+        try:
+            import stand_in_neuron
+        except RuntimeError as exc:
+            print("refused:", "already been registered" in str(exc))
+        print(torch.neuron.__name__, torch.ones(2, device="neuron").sum().item())
+        """,
+        env={"PYTHONPATH": str(tmp_path)},
+    )
+    assert second.returncode == 0, second.stderr
+    assert second.stdout.split() == ["refused:", "True", "trn_notebook.device.module", "2.0"]

@@ -52,9 +52,14 @@ def autoload(explicit: bool = False) -> bool:
     if package is not None and not hasattr(package, "register"):
         return False  # `import trn_notebook` is importing torch: the package registers the device right after
     from . import register
+    from .registration import NeuronOwnedElsewhere
 
     if explicit and not torch_is_importing():
-        register()
+        try:
+            register()
+        except NeuronOwnedElsewhere as exc:  # the other backend is active; trn_notebook's other tools still work
+            _warn_safely(f"trn_notebook: {exc}")
+            return False
         return True
     try:
         register()

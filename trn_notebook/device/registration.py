@@ -50,6 +50,10 @@ class DeviceRegistrationError(RuntimeError):
     """The installed torch lacks a private API the simulated device needs."""
 
 
+class NeuronOwnedElsewhere(DeviceRegistrationError):
+    """Another package registered PrivateUse1 as ``neuron`` first; it keeps it (TorchNeuron 2.34's rule)."""
+
+
 def _resolve(path: str) -> Any:
     """The object at a dotted path, importing submodules on the way; raises AttributeError if absent."""
     parts = path.split(".")
@@ -241,6 +245,18 @@ def register() -> None:
         from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
 
         from . import module as device_module
+
+        owner = getattr(torch, "neuron", None)
+        if existing == "neuron" and owner is not None and owner is not device_module:
+            # nothing of ours is registered: no fallback, no kernels, no routes on top of another backend
+            name = getattr(owner, "__name__", type(owner).__name__)
+            raise NeuronOwnedElsewhere(
+                f"the neuron device is already registered by {name!r}, imported first; it keeps the device (the "
+                "first PrivateUse1 backend imported owns it) and the trn_notebook simulator stands down. To use the "
+                "simulator instead, start a new process that imports trn_notebook (or torch, whose backend entry "
+                "point loads it) before that package; to keep that backend and never load the simulator, set "
+                "TORCH_DEVICE_BACKEND_AUTOLOAD=0"
+            )
         from . import storage_resize as _storage_resize
         from .accelerator_ops import register_decompositions
         from .attention import register_attention
