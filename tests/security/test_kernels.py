@@ -23,9 +23,11 @@ def test_a_kernel_may_not_register_into_pytorchs_namespaces(name):
     assert not hasattr(torch.ops.aten, "my_new_op")
 
 
-@pytest.mark.parametrize("name", ["add", "::add", "my lib::add", 3])
-def test_a_malformed_name_says_the_form(name):
-    with pytest.raises(ValueError, match="namespace::op_name"):
+@pytest.mark.parametrize(
+    ("name", "error"), [("add", ValueError), ("::add", ValueError), ("my lib::add", ValueError), (3, TypeError)]
+)
+def test_a_malformed_name_says_the_form(name, error):
+    with pytest.raises(error, match="namespace::op_name"):  # a name that is not a string is a TypeError
         nki_op(name)(_double)  # type: ignore[arg-type]
 
 
