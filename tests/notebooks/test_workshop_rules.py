@@ -85,3 +85,29 @@ def test_every_allow_list_entry_of_the_workshop_is_quoted_next_to_its_cell():
             for entry in cell.metadata.get("expected_stderr", []):
                 around = [nb.cells[j].source for j in (i - 1, i + 1) if 0 <= j < len(nb.cells)]
                 assert any(entry in md for md in around if md), f"{name} cell [{i}]: {entry!r} not explained"
+
+
+# Issue 50 item 3: a check cell's failure states the lesson's claim, the figure measured and what to do next.
+# The notebooks whose every assert says so; the rest are being written (the note of each session says which).
+MESSAGED = ("01", "02", "03", "04", "05")
+
+
+def test_every_assert_of_these_lessons_says_the_claim_the_figure_and_what_to_do():
+    import ast
+    from pathlib import Path
+
+    import nbformat
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    transform = TransformerManager().transform_cell  # the cell as the kernel runs it (magics included)
+    bare = []
+    for path in sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.ipynb")):
+        if not path.name.startswith(MESSAGED):
+            continue
+        for i, cell in enumerate(nbformat.read(path, as_version=4).cells):
+            if cell.cell_type != "code":
+                continue
+            for node in ast.walk(ast.parse(transform(cell.source))):
+                if isinstance(node, ast.Assert) and node.msg is None:
+                    bare.append(f"{path.name} cell {i}: {ast.unparse(node)[:80]}")
+    assert bare == [], "an assert a student can trip needs a message in their words: " + "; ".join(bare)
