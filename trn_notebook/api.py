@@ -51,10 +51,12 @@ def op_table(snapshot: Mapping[str, PlacementEntry] | None = None) -> pd.DataFra
         return placement_log.frame(snapshot)
     import pandas as pd
 
-    from .device.placement import COLUMNS
+    from .device.placement import COLUMNS, aws_class_of
 
     rows = [[op.removeprefix("aten::")] + [shown(v) for v in row.values()] for op, row in backend.placement().items()]
-    return pd.DataFrame(rows, columns=list(COLUMNS))
+    df = pd.DataFrame(rows, columns=list(COLUMNS))
+    df["class"] = [aws_class_of(op, str(category)) for op, category in zip(df["op"], df["category"], strict=True)]
+    return df
 
 
 def placement_summary(snapshot: Mapping[str, PlacementEntry] | None = None) -> dict[str, Any]:

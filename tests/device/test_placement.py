@@ -97,3 +97,22 @@ def test_op_table_is_a_dataframe_sorted_by_device_time(fresh_device):
     assert list(df.columns[:3]) == ["op", "category", "calls"]
     assert df.iloc[0]["op"] == "mm"
     assert df["device_ms"].is_monotonic_decreasing
+
+
+def test_the_op_table_and_the_policy_table_carry_the_class_aws_publishes(fresh_device):
+    # Issue 56 item 4: AWS's words (Y: Native / Host-only / Needs a process group, CPU_FALLBACK (dtypes), N).
+    from trn_notebook.device.policy import policy_table
+    from trn_notebook.device.registry import aws_class
+
+    x = torch.ones(4, device="neuron")
+    (x + 1).sort()
+    x.view(2, 2)
+    table = trn_notebook.op_table().set_index("op")
+    assert table.loc["add", "class"] == "Y: Native"
+    assert table.loc["sort", "class"] == "CPU_FALLBACK (all dtypes)"
+    assert table.loc["view", "class"] == "Y: Host-only"
+    policy = policy_table()
+    assert set(policy["class"]) <= {"Y: Native", "Y: Host-only", "CPU_FALLBACK (all dtypes)", "N"}
+    assert (policy["category"] == "unsupported").sum() == (policy["class"] == "N").sum()
+    assert aws_class("c10d::allreduce_", "native") == "Y: Needs a process group"
+    assert aws_class("zero_", "cpu_fallback", always_falls_back=False) == "CPU_FALLBACK (dtypes outside its native set)"

@@ -20,6 +20,17 @@ from .. import locks as _locks
 from .. import state as _state
 from .source_lines import user_source
 
+
+def aws_class_of(op: str, category: str) -> str:
+    """The class AWS publishes for ``op`` as placed (``registry.aws_class``); a fallback names whether every
+    dtype falls back (its record says so) or only dtypes outside the op's native set."""
+    from .policy import registry
+    from .registry import aws_class
+
+    record = registry.get(op)
+    return aws_class(op, category, always_falls_back=record is None or record.category == "cpu_fallback")
+
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -101,6 +112,7 @@ class PlacementSnapshot(Mapping[str, PlacementEntry]):
             for name, e in self.entries.items()
         ]
         df = pd.DataFrame(rows, columns=list(COLUMNS))
+        df["class"] = [aws_class_of(name, category) for name, category in zip(df["op"], df["category"], strict=True)]
         return df.sort_values(["device_ms", "calls"], ascending=False, ignore_index=True)
 
 

@@ -48,6 +48,31 @@ if TYPE_CHECKING:
 
 Category = Literal["native", "cpu_fallback", "unsupported", "host_only"]
 CATEGORIES: tuple[Category, ...] = ("native", "cpu_fallback", "unsupported", "host_only")
+AWS_CLASSES: dict[str, str] = {
+    "native": "Y: Native",
+    "custom_kernel": "Y: Native",  # an NKI kernel (nki_op) runs on the device
+    "host_only": "Y: Host-only",
+    "cpu_fallback": "CPU_FALLBACK",
+    "unsupported": "N",
+}
+"""Our categories in the words of the op classes AWS publishes per TorchNeuron release (``Y`` Native /
+Host-only / Needs a process group, ``CPU_FALLBACK`` naming the dtypes, ``N``; torchneuron.md, "What changed in
+SDK 2.34"), so a table here can be held against ``docs/torch_api_compatibility.md`` of a torch-neuronx release."""
+PROCESS_GROUP_NAMESPACES = ("c10d", "_c10d_functional", "c10d_functional")
+
+
+def aws_class(op: str, category: str, always_falls_back: bool = True) -> str:
+    """The published class of ``op`` placed in ``category``: a collective "Y: Needs a process group"; a CPU
+    fallback "CPU_FALLBACK (all dtypes)", or "(dtypes outside its native set)" when only some dtypes fall back
+    (``always_falls_back`` False: the op's record is native)."""
+    if op.split("::", 1)[0] in PROCESS_GROUP_NAMESPACES and "::" in op:
+        return "Y: Needs a process group"
+    cls = AWS_CLASSES.get(category, "N")
+    if category == "cpu_fallback":
+        cls += " (all dtypes)" if always_falls_back else " (dtypes outside its native set)"
+    return cls
+
+
 AutocastClass = Literal["lower", "float32"]
 # How an op follows the numerics policy (device/numerics_ops.py): TensorE matmul-class, VectorE/ScalarE
 # elementwise, reductions, ScalarE activations with a documented valid range, scatter-with-compute
@@ -392,4 +417,5 @@ class OpRegistry:
         df = pd.DataFrame(rows, columns=["op", "category", "reason", "source"]).set_index("op")
         for name, rule in self._overrides.items():
             df.loc[name] = [rule.category, rule.reason, "override"]
+        df["class"] = [aws_class(str(op), str(category)) for op, category in zip(df.index, df["category"], strict=True)]
         return df
