@@ -16,10 +16,10 @@ from typing import Any
 
 import torch
 
+from .attention import _flash as _fwd  # the native flash-attention op sdpa runs on too
 from .attention import additive_mask
 from .runtime import host_view
 
-_fwd = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
 _bwd = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward.default
 
 
