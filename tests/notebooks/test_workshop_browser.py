@@ -251,7 +251,9 @@ def tuner_interactions(page: Page, nb: dict[str, Any]) -> None:
     count = tuner.locator("input.trn-count")
     expect(count).to_be_visible()
     budget = count.input_value()
-    expect(tuner.locator("button.trn-suggest")).to_have_text(f"Suggest (≤ {budget} compiles)")
+    # ... and the price of one compile it weighs against padding: seconds, the modeled Neuron compile (issue 58)
+    priced = r"(, [0-9.]+ (s|min|h) each)"
+    expect(tuner.locator("button.trn-suggest")).to_have_text(re.compile(rf"Suggest \(≤ {budget} compiles{priced}\)"))
 
     # Arrow keys on a slider move the slider, and focus stays there (not on a notebook cell).
     count.click()  # a click in an output makes its cell the active one, as for any output
@@ -263,7 +265,7 @@ def tuner_interactions(page: Page, nb: dict[str, Any]) -> None:
     expect(count).to_have_value(str(start - 1))
     assert page.evaluate("() => document.activeElement?.classList.contains('trn-count')"), "focus left the slider"
     assert active_cell(page) == cell_before, "an arrow key moved the notebook's active cell"
-    expect(tuner.locator("button.trn-suggest")).to_have_text(f"Suggest (≤ {start - 1} compiles)")
+    expect(tuner.locator("button.trn-suggest")).to_have_text(re.compile(rf"Suggest \(≤ {start - 1} compiles{priced}\)"))
 
     # Suggest (mouse): an explicit list of at most that many buckets.
     tuner.locator("button.trn-suggest").click()

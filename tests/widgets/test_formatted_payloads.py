@@ -99,6 +99,8 @@ def test_tuner_readout_texts_are_the_python_formatter_of_its_figures() -> None:
     assert r["text"]["padding_waste_pct"] == fmt_share(r["padding_waste_pct"] / 100)
     assert r["text"]["compute_s"] == fmt_s(r["compute_ms"] / 1e3)
     assert r["neuron_compile_text"].split(" (")[0] == r["text"]["neuron_compile_s"]  # the card's brief form
+    # Suggest's price of one compile, as its button shows it: the cold compile over the compiles
+    assert r["text"]["compile_per_graph_s"] == fmt_duration(r["cold_compile_s"] / r["compiles"])
 
 
 def test_timeline_events_window_peak_and_details_are_formatted_in_python(fresh_device: None) -> None:

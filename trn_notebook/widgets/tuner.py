@@ -115,12 +115,15 @@ def controls_spec(kind: str, min_len: int, max_len: int, count: int, sizes: str)
 def readout_texts(result: Any) -> dict[str, str]:
     """The read-out cards' figures as shown, formatted once (display.format), keyed by the readouts' names."""
     seconds = getattr(result, "modeled_neuron_compile_s", None)
+    per_graph = result.compile_s_per_graph
     return {
         "padding_waste_pct": fmt_share(float(result.padding_waste_pct) / 100.0),
         "cold_compile_s": fmt_duration(float(result.cold_compile_s)),  # the same figure as the modeled compile
         "neuron_compile_s": fmt_duration(seconds) if seconds is not None else "n/a",
         "p50_s": fmt_s(float(result.p50_s)),
         "p99_s": fmt_s(float(result.p99_s)),
+        # the price of one compile that Suggest weighs against padding (its button shows it)
+        "compile_per_graph_s": fmt_duration(per_graph) if per_graph is not None else "",
     }
 
 
@@ -429,6 +432,7 @@ class ShapeTuner(TrnWidget):
                 ["cold compile", r["text"]["cold_compile_s"]],
                 ["cold compile from", r.get("compile_source", "")],
                 [COMPILE_MODELED_LABEL, r.get("neuron_compile_text", "")],
+                ["Suggest prices one compile at", r["text"]["compile_per_graph_s"] or "n/a"],
                 ["modeled p50 / p99", f"{r['text']['p50_s']} / {r['text']['p99_s']}"],
                 ["latency from", r.get("latency_source", "")],
             ]
@@ -448,4 +452,5 @@ class ShapeTuner(TrnWidget):
             f"p99 {text['p99_s']}\n  cold compile from: {r.get('compile_source', '')}"
             f"\n  {COMPILE_MODELED_LABEL}: {r.get('neuron_compile_text', '')}"
             f"\n  latency from: {r.get('latency_source', '')}"
+            f"\n  Suggest prices one compile at {text['compile_per_graph_s'] or 'n/a'}"
         )

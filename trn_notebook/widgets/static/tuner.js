@@ -129,6 +129,12 @@ function render({ model, el: root }) {
   suggest.addEventListener("click", () => model.send({ type: "suggest", max_compiles: model.get("count") }));
 
   // -- drawing --------------------------------------------------------------------------------
+  function drawSuggest() {
+    // the bucket budget and the price of one compile that Suggest weighs against padding
+    const per = ((model.get("readouts") || {}).text || {}).compile_per_graph_s;
+    suggest.textContent = "Suggest (≤ " + model.get("count") + " compiles" + (per ? ", " + per + " each" : "") + ")";
+  }
+
   function drawControls() {
     const k = model.get("kind");
     kind.value = k;
@@ -145,7 +151,7 @@ function render({ model, el: root }) {
     show(countRow, true); // the bucket budget of "Suggest" too, so it is visible in every kind
     countRow[0].textContent = k === "step" ? "buckets" : "budget";
     show(sizesRow, k === "list");
-    suggest.textContent = "Suggest (≤ " + model.get("count") + " compiles)";
+    drawSuggest();
     apply.disabled = !model.get("can_apply");
     apply.title = model.get("can_apply")
       ? "Set this policy on the bucketed callable"
@@ -303,7 +309,7 @@ function render({ model, el: root }) {
   }
 
   const handlers = [
-    ["change:readouts", () => { drawReadouts(); done(); }],
+    ["change:readouts", () => { drawReadouts(); drawSuggest(); done(); }],
     ["change:error", () => { drawError(); done(); }],
     ["change:hist", drawChart],
     ["change:buckets", drawChart],
