@@ -46,7 +46,13 @@ def read_limited(path: str | Path, max_bytes: int, what: str, raise_hint: str) -
         if p.suffix != ".gz":
             if st.st_size > max_bytes:
                 raise LimitError(_too_big(p, what, f"is {st.st_size:,} bytes", max_bytes, raise_hint))
-            return fh.read(max_bytes + 1)
+            # read what fstat saw (+1 to notice growth), never a max_bytes buffer: read(n) allocates n up front
+            data = fh.read(st.st_size + 1)
+            if len(data) > max_bytes:
+                raise LimitError(
+                    _too_big(p, what, f"grew to over {max_bytes:,} bytes while read", max_bytes, raise_hint)
+                )
+            return data
         return _gunzip_limited(fh, p, max_bytes, what, raise_hint)
 
 
