@@ -50,6 +50,26 @@ def _no_leaked_torch_globals():
     torch.__future__.set_overwrite_module_params_on_conversion(False)
 
 
+# --- the suite on every core (issue 49: 12 minutes on 2 cores) ----------------------------------------------------
+# pyproject's addopts run it under pytest-xdist (`-n auto --dist loadgroup`). A test file is one group, run in order
+# on one worker with its module fixtures set up once (a JupyterLab server, a kernel), unless the file sets
+# SPREAD_ACROSS_WORKERS = True: its tests are independent (each starts its own kernel) and go to whichever worker
+# is free. `-n 0` runs the suite in this process, as before.
+MAX_WORKERS = 4  # notebook and browser tests start kernels and servers of their own: more workers oversubscribe
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """Workers for ``-n auto``: one per core, at most :data:`MAX_WORKERS`."""
+    return max(1, min(MAX_WORKERS, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        module = getattr(item, "module", None)
+        if module is not None and not getattr(module, "SPREAD_ACROSS_WORKERS", False):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+
+
 # --- what did not run (issue 49 item 4) ------------------------------------------------------------------------
 _skipped: list[pytest.TestReport] = []
 

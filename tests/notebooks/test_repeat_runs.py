@@ -29,6 +29,7 @@ nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
 
 pytestmark = pytest.mark.slow
+SPREAD_ACROSS_WORKERS = True  # one kernel and one compile cache per test: any worker can take any notebook
 
 
 def _passed(cell: Any) -> bool:
