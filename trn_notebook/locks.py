@@ -13,7 +13,11 @@ never waits on itself; it is reentrant for exactly that case.
 With ``TRN_NOTEBOOK_LOCK_CHECK=1`` in the environment when the package is imported (the test suite sets
 it), every lock checks the order as it is taken and raises :class:`LockOrderError` — naming both locks —
 instead of deadlocking: taking an earlier-ranked lock, a second lock of rank ``leaf``, or a
-non-reentrant lock this thread already holds. Without it :func:`make` returns plain ``threading`` locks:
+non-reentrant lock this thread already holds. A non-blocking attempt is not checked (it cannot wait).
+
+Finalizers (weakref callbacks of dying storages) run wherever the garbage collector runs, under any lock:
+they take no lock by waiting; the allocator runs their releases between its sections
+(``CachingAllocator.release_from_finalizer``). Without it :func:`make` returns plain ``threading`` locks:
 no cost on the op path.
 """
 
@@ -88,8 +92,12 @@ class CheckedLock:
             )
 
     def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
-        """Take the lock after checking the order; raises :class:`LockOrderError` when it is broken."""
-        self._check()
+        """Take the lock after checking the order; raises :class:`LockOrderError` when it is broken.
+
+        A non-blocking attempt (``blocking=False``) is not checked: it never waits, so it cannot deadlock
+        (a storage's finalizer tries the allocator's lock so, whatever its thread holds)."""
+        if blocking:
+            self._check()
         ok = bool(self._lock.acquire(blocking, timeout))
         if ok:
             _stack().append(self)

@@ -125,11 +125,50 @@ class MemorySnapshot:
         return self.counters.num_segments - self.counters.num_segment_frees
 
 
+class Section:
+    """``with allocator.section:`` — the allocator's lock held as one critical section.
+
+    A storage that dies while a section runs (a weakref callback, run by the garbage collector at any
+    allocation, or by a reference dropped inside the section) is not released in the middle of it: its
+    release waits in a queue and runs when the section ends (:meth:`CachingAllocator.release_from_finalizer`).
+    A section that starts with releases queued (a callback that fired while another thread held the lock)
+    runs them first, so every figure read inside a section counts them.
+    """
+
+    __slots__ = ("_a",)
+
+    def __init__(self, allocator: CachingAllocator) -> None:
+        self._a = allocator
+
+    def __enter__(self) -> None:
+        a = self._a
+        a.lock.acquire()
+        if a._dying and not a._busy:
+            a._drain_locked()
+        a._busy += 1
+
+    def __exit__(self, *exc: object) -> None:
+        a = self._a
+        a._busy -= 1
+        try:
+            if a._dying and not a._busy:
+                a._drain_locked()
+        finally:
+            a.lock.release()
+
+
 class CachingAllocator:
-    """Accounting of device memory with CUDA-style caching; thread-safe (autograd runs backward on a worker)."""
+    """Accounting of device memory with CUDA-style caching; thread-safe (autograd runs backward on a worker).
+
+    Every method runs as one :class:`Section`; storages that die call :meth:`release_from_finalizer`, which
+    never waits for the lock and never runs inside a section it interrupted (docs/ARCHITECTURE.md, "Locks").
+    """
 
     def __init__(self, capacity: int) -> None:
         self.lock = _locks.make("allocator", f"{type(self).__name__}", reentrant=True)
+        self._busy = 0  # sections running (all of one thread: the one holding the lock)
+        self._dying: deque[tuple[Callable[..., None], tuple[object, ...]]] = deque()
+        self.section = Section(self)
         self.capacity = capacity
         self._next_addr = 1 << 32
         self._pools = {True: Pool(small=True), False: Pool(small=False)}
@@ -150,76 +189,124 @@ class CachingAllocator:
         """Reserve a block for ``nbytes``; raises :class:`OutOfDeviceMemory` with figures if HBM is full."""
         size = MIN_BLOCK if nbytes <= MIN_BLOCK else round_size(nbytes)
         small = size < SMALL_REQUEST
-        with self.lock:
-            if nbytes >= SMALL_REQUEST:
-                self._check_host(nbytes)
-            pool = self._pools[small]
-            stack = pool.free.get(size)
-            c = self.counters
-            peaks = self.phase_peaks.get(self.phase)
-            if stack:  # an exact-size cached block (a training loop's steady state; Pool.take inlined)
-                block = stack.pop()
-            else:
-                taken = pool.take(size)
-                block = taken if taken is not None else self._new_segment_block(size, small, nbytes)
-                if block.size - size >= (MIN_BLOCK if small else SMALL_REQUEST):
-                    self._split(block, size, pool)
-                peaks = None  # the reserved figure may have grown: the full peak update below
-            block.free = False
-            block.requested = nbytes
-            block.segment.used += block.size
-            c.allocated += block.size
-            c.active += nbytes
-            c.num_allocs += 1
-            if c.allocated > c.peak_allocated:
-                c.peak_allocated = c.allocated
-            if c.active > c.peak_active:
-                c.peak_active = c.active
-            if peaks is None:
-                self._phase_peak()
-            else:  # _phase_peak inlined: reserved is unchanged on a cached block
-                if c.allocated > peaks["allocated"]:
-                    peaks["allocated"] = c.allocated
-                if c.active > peaks["active"]:
-                    peaks["active"] = c.active
-            now = _perf() - self._t0
-            if now - self._last_sample >= self.sample_interval_s:
-                self._last_sample = now
-                self.timeline.append((now, c.allocated, c.active, c.reserved, self.phase))
-            if self.observer is not None:
-                self.observer("alloc", block.addr, block.size, nbytes)
-            return block
+        with self.lock:  # a section (inlined for the op path): a storage dying inside it is released after
+            self._busy += 1
+            try:
+                return self._malloc_locked(nbytes, size, small)
+            finally:
+                self._busy -= 1
+                if self._dying and not self._busy:
+                    self._drain_locked()
+
+    def _malloc_locked(self, nbytes: int, size: int, small: bool) -> Block:
+        if nbytes >= SMALL_REQUEST:
+            self._check_host(nbytes)
+        pool = self._pools[small]
+        stack = pool.free.get(size)
+        c = self.counters
+        peaks = self.phase_peaks.get(self.phase)
+        if stack:  # an exact-size cached block (a training loop's steady state; Pool.take inlined)
+            block = stack.pop()
+        else:
+            taken = pool.take(size)
+            block = taken if taken is not None else self._new_segment_block(size, small, nbytes)
+            if block.size - size >= (MIN_BLOCK if small else SMALL_REQUEST):
+                self._split(block, size, pool)
+            peaks = None  # the reserved figure may have grown: the full peak update below
+        block.free = False
+        block.requested = nbytes
+        block.segment.used += block.size
+        c.allocated += block.size
+        c.active += nbytes
+        c.num_allocs += 1
+        if c.allocated > c.peak_allocated:
+            c.peak_allocated = c.allocated
+        if c.active > c.peak_active:
+            c.peak_active = c.active
+        if peaks is None:
+            self._phase_peak()
+        else:  # _phase_peak inlined: reserved is unchanged on a cached block
+            if c.allocated > peaks["allocated"]:
+                peaks["allocated"] = c.allocated
+            if c.active > peaks["active"]:
+                peaks["active"] = c.active
+        now = _perf() - self._t0
+        if now - self._last_sample >= self.sample_interval_s:
+            self._last_sample = now
+            self.timeline.append((now, c.allocated, c.active, c.reserved, self.phase))
+        if self.observer is not None:
+            self.observer("alloc", block.addr, block.size, nbytes)
+        return block
 
     def free(self, block: Block) -> None:
         """Return a block to its pool (it stays reserved)."""
-        with self.lock:
-            if block.free:
-                return
-            c = self.counters
-            size = block.size
-            c.allocated -= size
-            c.active -= block.requested
-            c.num_frees += 1
-            block.segment.used -= size
-            block.free = True
-            if self.observer is not None:
-                self.observer("free_completed", block.addr, size, block.requested)
-            block.requested = 0
-            pool = self._pools[block.segment.small]
-            stack = pool.free.get(size)  # Pool.push and _sample inlined (once per dying eager tensor)
-            if stack is None:
-                pool.free[size] = [block]
-                bisect.insort(pool.sizes, size)
-            else:
-                stack.append(block)
-            now = _perf() - self._t0
-            if now - self._last_sample >= self.sample_interval_s:
-                self._last_sample = now
-                self.timeline.append((now, c.allocated, c.active, c.reserved, self.phase))
+        with self.lock:  # a section, inlined as in malloc
+            self._busy += 1
+            try:
+                self._free_locked(block)
+            finally:
+                self._busy -= 1
+                if self._dying and not self._busy:
+                    self._drain_locked()
+
+    def _free_locked(self, block: Block) -> None:
+        if block.free:
+            return
+        c = self.counters
+        size = block.size
+        c.allocated -= size
+        c.active -= block.requested
+        c.num_frees += 1
+        block.segment.used -= size
+        block.free = True
+        if self.observer is not None:
+            self.observer("free_completed", block.addr, size, block.requested)
+        block.requested = 0
+        pool = self._pools[block.segment.small]
+        stack = pool.free.get(size)  # Pool.push and _sample inlined (once per dying eager tensor)
+        if stack is None:
+            pool.free[size] = [block]
+            bisect.insort(pool.sizes, size)
+        else:
+            stack.append(block)
+        now = _perf() - self._t0
+        if now - self._last_sample >= self.sample_interval_s:
+            self._last_sample = now
+            self.timeline.append((now, c.allocated, c.active, c.reserved, self.phase))
+
+    def release_from_finalizer(self, release: Callable[..., None], *args: object) -> None:
+        """Run ``release(*args)`` — a dying storage's release, which frees its block — from a weakref
+        callback or finalizer, which the garbage collector may run at any allocation of any thread.
+
+        Never waits for a lock and never runs inside a section: at once when no section runs and the lock is
+        free (the common case: a tensor dropped by the user's code), else queued and run when the section
+        that holds the lock ends, or when the next one starts. Raises nothing a collector would swallow:
+        ``release`` itself must not raise.
+        """
+        if not self._busy and self.lock.acquire(blocking=False):
+            try:
+                if not self._busy:  # no section of this thread runs either: release now, in order
+                    self._dying.append((release, args))
+                    self._drain_locked()
+                    return
+            finally:
+                self.lock.release()
+        # a section runs: this thread's (interrupted by the collector) or another thread's; it runs this at its end
+        self._dying.append((release, args))
+
+    def _drain_locked(self) -> None:
+        """Run the queued releases (the caller holds the lock and no section of it runs)."""
+        self._busy += 1
+        try:
+            while self._dying:
+                release, args = self._dying.popleft()
+                release(*args)
+        finally:
+            self._busy -= 1
 
     def empty_cache(self) -> int:
         """Release every segment with no live block; returns the bytes released."""
-        with self.lock:
+        with self.section:
             released = 0
             keep = []
             for seg in self._segments:
@@ -377,26 +464,26 @@ class CachingAllocator:
     @contextmanager
     def phase_scope(self, name: str) -> Iterator[None]:
         """Attribute peaks inside the block to phase ``name`` (nesting restores the outer phase)."""
-        with self.lock:
+        with self.section:
             previous, self.phase = self.phase, name
             self._phase_peak()
             self._sample(force=True)
         try:
             yield
         finally:
-            with self.lock:
+            with self.section:
                 self.phase = previous
                 self._sample(force=True)
 
     def layout(self) -> list[tuple[int, int, bool, tuple[tuple[int, int, int, bool], ...]]]:
         """Live segments as ``(addr, size, small_pool, blocks)``, blocks as ``(addr, size, requested, free)``."""
-        with self.lock:
+        with self.section:
             return [(s.addr, s.size, s.small, tuple((b.addr, b.size, b.requested, b.free) for b in blocks(s)))
                     for s in self._segments]  # fmt: skip
 
     def version(self) -> tuple[int | float | None, ...]:
         """A token that changes whenever a figure of the memory views changes (read under the lock)."""
-        with self.lock:
+        with self.section:
             c, timeline = self.counters, self.timeline
             last = timeline[-1][0] if timeline else None
             return (c.num_allocs, c.num_frees, c.num_ooms, c.num_segment_frees, c.reserved, self.capacity, last,
@@ -404,7 +491,7 @@ class CachingAllocator:
 
     def check_invariants(self) -> None:
         """Raise ``AssertionError`` if the counters disagree with the segment/block structure."""
-        with self.lock:
+        with self.section:
             c = self.counters
             reserved = sum(s.size for s in self._segments)
             allocated = 0
@@ -420,7 +507,7 @@ class CachingAllocator:
         """A frozen copy of the counters, capacity, per-phase peaks, timeline and OOM events."""
         import dataclasses
 
-        with self.lock:
+        with self.section:
             return MemorySnapshot(
                 dataclasses.replace(self.counters),
                 self.capacity,
@@ -433,7 +520,7 @@ class CachingAllocator:
     def reset(self) -> None:
         """Start the statistics over: release cached segments, set peaks to current values, zero the
         event counts, drop the timeline, OOM events and phase peaks. Live tensors keep their blocks."""
-        with self.lock:
+        with self.section:
             self.empty_cache()
             self.reset_accumulated()  # live blocks and segments count as allocated/created: current = allocs - frees
             self.timeline.clear()
@@ -443,7 +530,7 @@ class CachingAllocator:
 
     def reset_accumulated(self) -> None:
         """Zero the accumulated event counts; live blocks and segments stay counted (current = allocs - frees)."""
-        with self.lock:
+        with self.section:
             c = self.counters
             c.num_frees = c.num_alloc_retries = c.num_ooms = c.num_segment_frees = 0
             c.num_allocs = sum(1 for seg in self._segments for b in blocks(seg) if not b.free)
@@ -451,7 +538,7 @@ class CachingAllocator:
 
     def reset_peaks(self) -> None:
         """Set every peak (global and per phase) to the current value."""
-        with self.lock:
+        with self.section:
             c = self.counters
             c.peak_allocated, c.peak_active, c.peak_reserved = c.allocated, c.active, c.reserved
             self.phase_peaks = {}

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 
 import torch
 
-from .. import locks as _locks
 from .allocator import Block, CachingAllocator, segment_size
 from .source_lines import user_source
 
@@ -77,7 +76,6 @@ class StorageTracker:
 
     def __init__(self, allocator: DryAllocator) -> None:
         self.allocator = allocator
-        self.lock = _locks.make("leaf", "dry storage tracker")
         self.blocks: dict[int, Block] = {}
         self.first_seq: dict[int, int] = {}
         self.labels: dict[Identity, str] = {}
@@ -142,12 +140,12 @@ class StorageTracker:
         if nbytes == 0:
             return
         block = self.allocator.malloc(nbytes)
-        with self.lock:
+        with self.allocator.section:
             self.blocks[key] = block
             self.seq += 1
             self.first_seq.setdefault(key, self.seq)
         self._grew()
-        weakref.finalize(st, self._release, key, block)
+        weakref.finalize(st, self.allocator.release_from_finalizer, self._release, key, block)
 
     def retrack(self, t: torch.Tensor) -> None:
         """After an in-place op: a storage whose size changed (``resize_``) gets a new block, the old one freed."""
@@ -161,23 +159,23 @@ class StorageTracker:
             nbytes = st.nbytes()
             if nbytes:
                 block = self.allocator.malloc(nbytes)
-                with self.lock:
+                with self.allocator.section:
                     self.blocks[key] = block
                     self.seq += 1
                     self.first_seq.setdefault(key, self.seq)
                 self._grew()
-                weakref.finalize(st, self._release, key, block)
+                weakref.finalize(st, self.allocator.release_from_finalizer, self._release, key, block)
             return
         nbytes = st.nbytes()
         if nbytes == block.requested:
             return
         fresh = self.allocator.malloc(nbytes) if nbytes else None  # grown into new memory, then the old freed
-        with self.lock:
+        with self.allocator.section:
             if fresh is None:
                 del self.blocks[key]  # the storage lives on (resized to 0): its identity and labels stay
             else:
                 self.blocks[key] = fresh
-                weakref.finalize(st, self._release, key, fresh)
+                weakref.finalize(st, self.allocator.release_from_finalizer, self._release, key, fresh)
         self._grew()
         self._before_free(also=(key, block.size))
         self.allocator.free(block)
@@ -185,7 +183,7 @@ class StorageTracker:
     def _release(self, key: int, block: Block) -> None:
         if not block.free:
             self._before_free()
-        with self.lock:
+        with self.allocator.section:
             if self.blocks.get(key) is block:
                 del self.blocks[key]
             if key not in self.blocks:  # the storage died: its identity goes (labels stay for the peak's live set)

@@ -175,7 +175,7 @@ def max_memory_reserved(device: int | None = None) -> int:
 def memory_stats(device: int | None = None) -> dict[str, int]:
     """CUDA-style memory statistics (``allocated_bytes.all.current`` …, ``num_ooms``)."""
     mem = _memory()
-    with mem.lock:
+    with mem.section:
         c = mem.counters
         return {
             "allocated_bytes.all.current": c.allocated,

@@ -76,7 +76,7 @@ def set_memory_capacity(nbytes: int | None) -> int:
 
 
 def _set_capacity(capacity: int) -> int:
-    with allocator.lock:
+    with allocator.section:
         if capacity < allocator.counters.reserved:
             raise ValueError(
                 f"capacity {capacity} B is below the {allocator.counters.reserved} B already reserved; "
@@ -100,9 +100,11 @@ class _StorageRef(weakref.ref):  # type: ignore[type-arg]
 
 
 def _on_storage_death(ref: _StorageRef) -> None:
-    entry = _owners.pop(ref.ptr, None)  # _release, inlined: runs once per dying eager result
+    # a weakref callback: the collector may run it inside any section of any lock, so the block is freed through
+    # release_from_finalizer (never waits for the allocator's lock, never frees inside a running section)
+    entry = _owners.pop(ref.ptr, None)  # runs once per dying eager result
     if entry is not None and entry[2] is not None:
-        allocator.free(entry[2])
+        allocator.release_from_finalizer(allocator.free, entry[2])
 
 
 def _storage_ref(st: torch.UntypedStorage, ptr: int) -> _StorageRef:

@@ -151,7 +151,7 @@ def _snapshot(device: Any = None) -> dict[str, Any]:
     if history.entries is None:
         raise RuntimeError(NOT_RECORDING)
     segments = []
-    with allocator.lock:
+    with allocator.section:
         identified = identified_blocks()  # under the lock: no block changes hands between walk and layout
         for seg_addr, seg_size, small, layout in allocator.layout():  # the trace below is taken under the same lock
             blocks = []
