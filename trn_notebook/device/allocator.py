@@ -26,10 +26,10 @@ from dataclasses import dataclass
 
 import torch
 
-from .. import locks as _locks
 from ..display.format import fmt_bytes
 from . import hostmem
 from .blocks import Block, Pool, Segment, blocks, free_blocks
+from .sections import SectionedLock
 
 KiB = 1 << 10
 MiB = 1 << 20
@@ -125,50 +125,16 @@ class MemorySnapshot:
         return self.counters.num_segments - self.counters.num_segment_frees
 
 
-class Section:
-    """``with allocator.section:`` — the allocator's lock held as one critical section.
-
-    A storage that dies while a section runs (a weakref callback, run by the garbage collector at any
-    allocation, or by a reference dropped inside the section) is not released in the middle of it: its
-    release waits in a queue and runs when the section ends (:meth:`CachingAllocator.release_from_finalizer`).
-    A section that starts with releases queued (a callback that fired while another thread held the lock)
-    runs them first, so every figure read inside a section counts them.
-    """
-
-    __slots__ = ("_a",)
-
-    def __init__(self, allocator: CachingAllocator) -> None:
-        self._a = allocator
-
-    def __enter__(self) -> None:
-        a = self._a
-        a.lock.acquire()
-        if a._dying and not a._busy:
-            a._drain_locked()
-        a._busy += 1
-
-    def __exit__(self, *exc: object) -> None:
-        a = self._a
-        a._busy -= 1
-        try:
-            if a._dying and not a._busy:
-                a._drain_locked()
-        finally:
-            a.lock.release()
-
-
-class CachingAllocator:
+class CachingAllocator(SectionedLock):
     """Accounting of device memory with CUDA-style caching; thread-safe (autograd runs backward on a worker).
 
-    Every method runs as one :class:`Section`; storages that die call :meth:`release_from_finalizer`, which
-    never waits for the lock and never runs inside a section it interrupted (docs/ARCHITECTURE.md, "Locks").
+    Every method runs as one section of its lock (:class:`~.sections.SectionedLock`); storages that die call
+    :meth:`release_from_finalizer`, which never waits for the lock and never runs inside a section it
+    interrupted (docs/ARCHITECTURE.md, "Locks").
     """
 
     def __init__(self, capacity: int) -> None:
-        self.lock = _locks.make("allocator", f"{type(self).__name__}", reentrant=True)
-        self._busy = 0  # sections running (all of one thread: the one holding the lock)
-        self._dying: deque[tuple[Callable[..., None], tuple[object, ...]]] = deque()
-        self.section = Section(self)
+        super().__init__("allocator", type(self).__name__)
         self.capacity = capacity
         self._next_addr = 1 << 32
         self._pools = {True: Pool(small=True), False: Pool(small=False)}
@@ -273,36 +239,6 @@ class CachingAllocator:
         if now - self._last_sample >= self.sample_interval_s:
             self._last_sample = now
             self.timeline.append((now, c.allocated, c.active, c.reserved, self.phase))
-
-    def release_from_finalizer(self, release: Callable[..., None], *args: object) -> None:
-        """Run ``release(*args)`` — a dying storage's release, which frees its block — from a weakref
-        callback or finalizer, which the garbage collector may run at any allocation of any thread.
-
-        Never waits for a lock and never runs inside a section: at once when no section runs and the lock is
-        free (the common case: a tensor dropped by the user's code), else queued and run when the section
-        that holds the lock ends, or when the next one starts. Raises nothing a collector would swallow:
-        ``release`` itself must not raise.
-        """
-        if not self._busy and self.lock.acquire(blocking=False):
-            try:
-                if not self._busy:  # no section of this thread runs either: release now, in order
-                    self._dying.append((release, args))
-                    self._drain_locked()
-                    return
-            finally:
-                self.lock.release()
-        # a section runs: this thread's (interrupted by the collector) or another thread's; it runs this at its end
-        self._dying.append((release, args))
-
-    def _drain_locked(self) -> None:
-        """Run the queued releases (the caller holds the lock and no section of it runs)."""
-        self._busy += 1
-        try:
-            while self._dying:
-                release, args = self._dying.popleft()
-                release(*args)
-        finally:
-            self._busy -= 1
 
     def empty_cache(self) -> int:
         """Release every segment with no live block; returns the bytes released."""
