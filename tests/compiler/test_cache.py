@@ -98,6 +98,10 @@ INTEGER_GRAPHS = {  # torch gives int64 here; the 32-bit IR must say what the op
     "topk": lambda mask, x: x.topk(2, -1).indices + mask[:, :2],
     "sort": lambda mask, x: x.sort(-1).indices * 2,
     "max_dim": lambda mask, x: x.max(-1).indices + 1,
+    # an int64 tensor indexed / gathered: the result has its (32-bit) dtype, only the index operand is widened
+    "index_of_int64": lambda mask, x: mask[:, (mask[0] - 1)[:3]] * 3,  # the tiny Llama's causal mask
+    "gather_of_int64": lambda mask, x: mask.gather(1, mask * 0) + 1,
+    "index_select_of_int64": lambda mask, x: mask.index_select(1, mask[0] * 2 - 2) + 1,
 }
 
 

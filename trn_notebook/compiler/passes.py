@@ -119,6 +119,7 @@ def cse(g: Graph) -> Graph:
 # -- legalisation --------------------------------------------------------------------------------
 _DOWNCAST = {"f64": "f32", "i64": "i32", "c128": "c64"}
 _NEEDS_I64 = frozenset(name for name, d in OPS.items() if d.i64_index)  # from the op registry
+_OPAQUE_CALLS = frozenset({"custom_call", "host_call", "host_effect"})  # run Python traced on int64 operands
 
 
 def _narrow(t: TensorType | None) -> TensorType | None:
@@ -169,7 +170,9 @@ def legalize_dtypes(g: Graph) -> Graph:
         args = map_refs(n.args, fix)
         kwargs = tuple((k, narrow_const(map_refs(v, fix))) for k, v in n.kwargs)
         if n.op in _NEEDS_I64:  # index operands, positional or keyword (searchsorted's sorter=)
-            args = tuple(widen(a, n) for a in args)
+            # not the first operand of an op whose result takes its dtype (gather, index, index_select, scatter:
+            # an int64 tensor indexed stays 32-bit); a host or custom call gets every operand as it was traced
+            args = tuple(widen(a, n) if i or n.op in _OPAQUE_CALLS else a for i, a in enumerate(args))
             kwargs = tuple((k, widen(v, n)) for k, v in kwargs)
         narrowed = tuple(_narrow(t) for t in n.types)
         if _infers_dtype(n, kwargs) and narrowed[0] is not None and narrowed[0] != n.types[0]:
