@@ -10,12 +10,22 @@ import os
 # (importing torch loads trn_notebook through its torch.backends entry point); notebook kernels inherit it.
 os.environ.setdefault("TRN_NOTEBOOK_LOCK_CHECK", "1")
 
-import pytest
-import torch
+# Under pytest-xdist (the default, below) the workers share the cores: each worker's torch — and every kernel,
+# rank and subprocess it starts, which inherit the environment — gets its share of threads. Without this, OpenMP
+# threads of two workers spin against each other: a notebook's timed matmuls ran 8x slower in one cell than in
+# the next (07's wall-clock check failed at 143 vs 19 ms). Set before torch is imported, which reads them.
+_WORKER_COUNT = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+if _WORKER_COUNT > 1:
+    _cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(_name, str(max(1, _cores // _WORKER_COUNT)))
 
-import trn_notebook  # noqa: F401 - registers the neuron device
-from trn_notebook import state
-from trn_notebook.device.runtime import allocator, set_memory_capacity
+import pytest  # noqa: E402 - after the environment above
+import torch  # noqa: E402 - after the environment above
+
+import trn_notebook  # noqa: E402, F401 - registers the neuron device
+from trn_notebook import state  # noqa: E402 - after the environment above
+from trn_notebook.device.runtime import allocator, set_memory_capacity  # noqa: E402 - after the environment above
 
 
 @pytest.fixture

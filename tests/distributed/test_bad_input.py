@@ -51,6 +51,18 @@ def test_a_hung_collective_times_out_with_a_clear_message_and_no_zombie():
     assert _children() == []
 
 
+@pytest.mark.slow
+def test_a_rank_that_crashes_names_its_line_and_gives_its_stacks():
+    # A rank died of SIGSEGV once in a suite run (test_fsdp2_full_tensor_many_times_never_hangs) and said only
+    # "terminated with signal SIGSEGV": faulthandler now writes the crash's stacks, and the error carries them.
+    with pytest.raises(RankError) as info:
+        run_ranks(workers.crashes_on_rank_1, 2, timeout_s=120, collective_timeout_s=30)
+    text = str(info.value)
+    assert info.value.rank == 1 and "SIGSEGV" in text and "Fatal Python error: Segmentation fault" in text, text
+    assert f"it crashed at workers.py:{_line_of('CRASH-LINE')} in crashes_on_rank_1" in text, text
+    assert _children() == []
+
+
 def test_a_rank_that_dies_before_connecting_fails_the_pool_at_once(tmp_path, monkeypatch):
     # A broken install seen by the ranks only: their `python -m trn_notebook.distributed._rank_worker` dies at
     # import. The pool used to wait the whole start timeout (300 s) for a connection that never came.

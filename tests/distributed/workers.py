@@ -336,3 +336,12 @@ def integer_all_reduce(rank: int, world: int) -> None:
     assert reference[0] != exact[0]  # 2^24 + 1 is no FP32 value
     dist.all_reduce(dev)  # exact mode again: gloo's integer sum of what each rank holds
     assert torch.equal(dev.cpu(), reference * world)
+
+
+def crashes_on_rank_1(rank: int, world: int) -> None:
+    """Rank 1 dies of a segmentation fault (a crash in C code), rank 0 waits in a collective."""
+    import ctypes
+
+    if rank == 1:
+        ctypes.string_at(0)  # reads address 0: SIGSEGV  CRASH-LINE
+    dist.barrier()

@@ -93,6 +93,8 @@ def _dump_stacks_on_request(error_dir: str, rank: int) -> None:
     # faulthandler's file: written by the interpreter as the rank dies, so not staged (outfiles) like the rest
     fh = open(os.path.join(error_dir, f"rank{rank}.stack"), "w")  # noqa: SIM115 - lives as long as the rank
     faulthandler.register(_STACK_SIGNAL, file=fh, all_threads=True)
+    # a crash (SIGSEGV, SIGABRT, SIGBUS, SIGFPE, SIGILL) writes "Fatal Python error" and every stack there too
+    faulthandler.enable(file=fh, all_threads=True)
     # torch's join stops the other ranks with SIGTERM when one fails: dump first, then terminate as before
     faulthandler.register(signal.SIGTERM, file=fh, all_threads=True, chain=True)
 
@@ -131,6 +133,19 @@ def _stack_summary(text: str) -> str:
         if m is not None:
             threads.append(f"{os.path.basename(m.group(1))}:{m.group(2)} in {m.group(3)}")
     return "; ".join(dict.fromkeys(threads))
+
+
+def _crash_text(error_dir: str, rank: int) -> str:
+    """What faulthandler wrote as ``rank`` crashed (its innermost user frames, then the whole dump), or ""."""
+    try:
+        with open(os.path.join(error_dir, f"rank{rank}.stack")) as fh:
+            text = fh.read().strip()
+    except OSError:
+        return ""
+    if "Fatal Python error" not in text:
+        return ""
+    where = _stack_summary(text)
+    return f"; it crashed at {where or 'a frame outside Python'}:\n{text}"
 
 
 def _write_error(error_dir: str, rank: int, exc: BaseException) -> None:
@@ -240,8 +255,9 @@ def run_ranks(
             f"rank {rank} failed at {where}: {last}{hint}\n(the other ranks were stopped)\n{trace}", rank, where
         ) from None
     except mp.ProcessExitedException as exc:
+        crash = _crash_text(error_dir, exc.error_index)
         raise RankError(
-            f"rank {exc.error_index} exited: {exc} (the other ranks were stopped)", exc.error_index
+            f"rank {exc.error_index} exited: {exc} (the other ranks were stopped){crash}", exc.error_index
         ) from None
     finally:
         terminate(ctx.processes)
