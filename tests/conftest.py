@@ -61,23 +61,16 @@ def _no_leaked_torch_globals():
 
 
 # --- the suite on every core (issue 49: 12 minutes on 2 cores) ----------------------------------------------------
-# pyproject's addopts run it under pytest-xdist (`-n auto --dist loadgroup`). A test file is one group, run in order
-# on one worker with its module fixtures set up once (a JupyterLab server, a kernel), unless the file sets
-# SPREAD_ACROSS_WORKERS = True: its tests are independent (each starts its own kernel) and go to whichever worker
-# is free. `-n 0` runs the suite in this process, as before.
+# pyproject's addopts run it under pytest-xdist, `-n auto --dist loadfile`: a test file runs in order on one
+# worker, its module fixtures (a JupyterLab server, a kernel, the zoo's quick run) set up once. (`--dist
+# loadgroup` would spread a file's tests but silently groups nothing with pytest 9.2: pytest-xdist#1386.) A long
+# file is split in two instead (tests/notebooks/test_repeat_runs*.py). `-n 0` runs the suite in this process.
 MAX_WORKERS = 4  # notebook and browser tests start kernels and servers of their own: more workers oversubscribe
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """Workers for ``-n auto``: one per core, at most :data:`MAX_WORKERS`."""
     return max(1, min(MAX_WORKERS, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1))
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        module = getattr(item, "module", None)
-        if module is not None and not getattr(module, "SPREAD_ACROSS_WORKERS", False):
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
 
 
 # --- what did not run (issue 49 item 4) ------------------------------------------------------------------------
