@@ -110,14 +110,14 @@ def json_shape(raw: bytes) -> tuple[int, int]:
             quotes[1:] &= (run[:-1] % 2) == 0
             backslashes = int(run[-1]) if slash[-1] else 0
         if in_string or quotes.any():
-            toggles = np.cumsum(quotes, dtype=np.int32)
+            toggles: np.ndarray = np.cumsum(quotes, dtype=np.int32)
             outside = ((toggles + in_string) & 1) == 0
             in_string = (in_string + int(toggles[-1])) & 1
             b = np.where(outside, b, np.uint8(0))  # bytes inside strings count as nothing
         opens = (b == ord("[")) | (b == ord("{"))
         closes = (b == ord("]")) | (b == ord("}"))
         values += int(np.count_nonzero(opens)) + int(np.count_nonzero((b == ord(",")) | (b == ord(":"))))
-        level = np.cumsum(opens.view(np.int8) - closes.view(np.int8), dtype=np.int32)
+        level: np.ndarray = np.cumsum(opens.view(np.int8) - closes.view(np.int8), dtype=np.int32)
         deepest = max(deepest, depth + int(level.max(initial=0)))
         depth += int(level[-1])
     return values, deepest

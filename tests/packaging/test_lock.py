@@ -123,21 +123,38 @@ def test_the_readme_commands_and_both_ci_jobs_install_through_the_lock():
                 assert "-c " in line, f"installs without the lock: {line.strip()}"
 
 
+def _torch_runtime(installed: dict[str, metadata.Distribution], pins: dict[str, Version]) -> set[str]:
+    """The packages torch brings itself that the lock does not name: torch's requirements outside the lock (the
+    CUDA build's ``cuda-toolkit[...]==13.0.3``, ``cuda-bindings``, ``nvidia-nccl-cu13``…) and whatever those require
+    in turn (``cuda-toolkit`` → ``nvidia-cublas``, ``cuda-bindings`` → ``cuda-pathfinder``), markers and extras
+    evaluated here. Empty for the CPU build, whose requirements are all in the lock."""
+    env = dict(default_environment())
+    found: set[str] = set()
+    todo: list[tuple[str, frozenset[str]]] = [("torch", frozenset())]
+    while todo:
+        name, extras = todo.pop()
+        for r in map(Requirement, installed[name].requires or []):
+            dep = canonicalize_name(r.name)
+            if dep in pins or dep in found or dep not in installed:
+                continue
+            if r.marker is not None and not any(r.marker.evaluate({**env, "extra": e}) for e in extras or {""}):
+                continue
+            found.add(dep)
+            todo.append((dep, frozenset(r.extras)))
+    return found
+
+
 def test_this_environment_runs_the_locked_versions():
     """The suite runs on the lock's versions: a venv filled any other way says so, with the command that fixes it.
 
     Extra packages a developer added (a profiler, say) are allowed on a workstation; in CI (``CI=true``), whose
-    venv is emptied each run, every installed distribution must come from the lock — or be one that torch pins
-    exactly itself (the CUDA build's ``nvidia-*`` runtime in the 3.12 job).
+    venv is emptied each run, every installed distribution must come from the lock — or be part of the CUDA
+    runtime torch brings itself in the 3.12 job (:func:`_torch_runtime`).
     """
     pins = _lock_pins(dict(default_environment()))
     # site-packages only: an imported setuptools puts its vendored packaging and platformdirs on sys.path
     installed = {canonicalize_name(d.metadata["Name"]): d for d in metadata.distributions(path=site.getsitepackages())}
-    torch_pins = {
-        canonicalize_name(r.name)
-        for r in map(Requirement, installed["torch"].requires or [])
-        if any(s.operator == "==" for s in r.specifier)
-    }
+    torch_pins = _torch_runtime(installed, pins)
     drift, unlocked = [], []
     for name, dist in sorted(installed.items()):
         if name in NOT_LOCKED:
