@@ -126,12 +126,8 @@ class MemorySnapshot:
 
 
 class CachingAllocator(SectionedLock):
-    """Accounting of device memory with CUDA-style caching; thread-safe (autograd runs backward on a worker).
-
-    Every method runs as one section of its lock (:class:`~.sections.SectionedLock`); storages that die call
-    :meth:`release_from_finalizer`, which never waits for the lock and never runs inside a section it
-    interrupted (docs/ARCHITECTURE.md, "Locks").
-    """
+    """Accounting of device memory with CUDA-style caching; thread-safe (autograd runs backward on a worker); each
+    method one section of its :class:`~.sections.SectionedLock` (dying storages: :meth:`free_from_finalizer`)."""
 
     def __init__(self, capacity: int) -> None:
         super().__init__("allocator", type(self).__name__)
@@ -214,6 +210,10 @@ class CachingAllocator(SectionedLock):
                 self._busy -= 1
                 if self._dying and not self._busy:
                     self._drain_locked()
+
+    def free_from_finalizer(self, block: Block) -> None:
+        """:meth:`free` for a weakref callback of a dying storage: never waits, never frees inside a section."""
+        self.release_from_finalizer(self._free_locked, block)  # runs under the lock: the body of free, no re-entry
 
     def _free_locked(self, block: Block) -> None:
         if block.free:

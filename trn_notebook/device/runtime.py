@@ -104,7 +104,7 @@ def _on_storage_death(ref: _StorageRef) -> None:
     # release_from_finalizer (never waits for the allocator's lock, never frees inside a running section)
     entry = _owners.pop(ref.ptr, None)  # runs once per dying eager result
     if entry is not None and entry[2] is not None:
-        allocator.release_from_finalizer(allocator.free, entry[2])
+        allocator.free_from_finalizer(entry[2])
 
 
 def _storage_ref(st: torch.UntypedStorage, ptr: int) -> _StorageRef:

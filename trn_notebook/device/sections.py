@@ -68,9 +68,16 @@ class SectionedLock:
         """
         if not self._busy and self.lock.acquire(blocking=False):
             try:
-                if not self._busy:  # no section of this thread runs either: release now, in order
-                    self._dying.append((release, args))
-                    self._drain_locked()
+                if not self._busy:  # no section of this thread runs either: release now (queued ones first)
+                    if self._dying:
+                        self._drain_locked()
+                    self._busy += 1
+                    try:
+                        release(*args)
+                    finally:
+                        self._busy -= 1
+                    if self._dying:  # released by what ``release`` dropped
+                        self._drain_locked()
                     return
             finally:
                 self.lock.release()
