@@ -14,11 +14,11 @@ os.environ.setdefault("TRN_NOTEBOOK_LOCK_CHECK", "1")
 # rank and subprocess it starts, which inherit the environment — gets its share of threads. Without this, OpenMP
 # threads of two workers spin against each other: a notebook's timed matmuls ran 8x slower in one cell than in
 # the next (07's wall-clock check failed at 143 vs 19 ms). Set before torch is imported, which reads them.
+CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 _WORKER_COUNT = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
 if _WORKER_COUNT > 1:
-    _cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ.setdefault(_name, str(max(1, _cores // _WORKER_COUNT)))
+        os.environ.setdefault(_name, str(max(1, CORES // _WORKER_COUNT)))
 
 import pytest  # noqa: E402 - after the environment above
 import torch  # noqa: E402 - after the environment above
@@ -70,7 +70,7 @@ MAX_WORKERS = 4  # notebook and browser tests start kernels and servers of their
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """Workers for ``-n auto``: one per core, at most :data:`MAX_WORKERS`."""
-    return max(1, min(MAX_WORKERS, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1))
+    return max(1, min(MAX_WORKERS, CORES))
 
 
 # --- what did not run (issue 49 item 4) ------------------------------------------------------------------------
