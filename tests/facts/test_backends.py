@@ -103,24 +103,3 @@ def test_torchneuron_backend_accepts_names_only_placement_and_slot_properties(mo
     assert backend.device_time_s() is None
     with pytest.raises(facts.SimulatorOnlyError, match=r"set_chip is simulator-only.*TorchNeuron"):
         api.set_chip("trn3")
-
-
-def test_the_old_backends_paths_are_the_read_layers_modules_for_one_release():
-    """``trn_notebook.backends`` (the read layer's name before issue 29) re-exports it, and each old submodule path
-    is the moved module itself, so its state is never loaded twice."""
-    import importlib
-
-    from trn_notebook import backends
-
-    for old, new in [
-        ("base", "base"),
-        ("simulator", "simulator"),
-        ("torchneuron", "torchneuron"),
-        ("status", "status"),
-        ("dynamo", "dynamo"),
-        ("facts", "bundle"),
-    ]:
-        assert importlib.import_module(f"trn_notebook.backends.{old}") is importlib.import_module(
-            f"trn_notebook.facts.{new}"
-        )
-    assert backends.current is facts.current and backends.SimulatorBackend is SimulatorBackend

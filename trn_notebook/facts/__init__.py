@@ -5,8 +5,7 @@
 device facts through it, never by counting for themselves. :mod:`.bundle` takes one typed snapshot of every
 registered owner (:func:`snapshot`), :mod:`.status` builds the status bar's figures, and :mod:`.dynamo`
 decides which compiler ``backend="neuron"`` runs (the same simulator-or-hardware seam). Submodules load
-lazily so that the dynamo entry point stays cheap to import. (Named ``trn_notebook.backends`` until issue 29;
-that name is a re-export for one release.)
+lazily so that the dynamo entry point stays cheap to import. (Named ``trn_notebook.backends`` until issue 29.)
 """
 
 from __future__ import annotations

@@ -1,9 +1,0 @@
-"""Moved to :mod:`trn_notebook.facts.torchneuron` (issue 29); this name is that module, for one release."""
-
-from __future__ import annotations
-
-import sys
-
-from ..facts import torchneuron as _moved
-
-sys.modules[__name__] = _moved
