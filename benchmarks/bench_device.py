@@ -3,7 +3,7 @@
 * 4x4 ``add`` per-op time on ``neuron`` vs CPU (target <= 10x);
 * transformer block (d=256, 4 heads, batch 8x128) forward+backward on ``neuron`` vs CPU (target <= 1.15x);
 * overhead of placement logging + memory accounting on that block (target <= 10% of eager time),
-  measured by disabling the accounting hooks (``trn_notebook.device.dispatch.accounting``).
+  measured by disabling the accounting hooks (``trn_notebook.device.eager.dispatch.accounting``).
 
 Run: ``python benchmarks/bench_device.py``
 """
@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 import trn_notebook  # noqa: F401 - registers the device
-from trn_notebook.device import dispatch
+from trn_notebook.device.eager import dispatch
 
 torch.set_num_threads(1)
 

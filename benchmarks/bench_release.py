@@ -15,7 +15,7 @@ from collections.abc import Callable
 import torch
 
 import trn_notebook  # noqa: F401 - registers the neuron device
-from trn_notebook.device.runtime import allocator
+from trn_notebook.device.memory.runtime import allocator
 
 
 def _best_us(fn: Callable[[], None], n: int) -> float:

@@ -25,7 +25,7 @@ import torch  # noqa: E402 - after the environment above
 
 import trn_notebook  # noqa: E402, F401 - registers the neuron device
 from trn_notebook import state  # noqa: E402 - after the environment above
-from trn_notebook.device.runtime import allocator, set_memory_capacity  # noqa: E402 - after the environment above
+from trn_notebook.device.memory.runtime import allocator, set_memory_capacity  # noqa: E402 - after the environment above
 
 
 @pytest.fixture

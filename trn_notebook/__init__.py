@@ -46,7 +46,7 @@ _COMPILER_NAMES = frozenset({"BucketPolicy", "bucketed", "compile", "explain", "
 _LAZY_SUBMODULES = frozenset({"cache", "compat", "compiler", "nki", "widgets", "zoo"})
 
 
-# The numerics policy (trn_notebook.device.numerics): set_numerics, numerics(...) as a context manager
+# The numerics policy (trn_notebook.device.numerics.policy): set_numerics, numerics(...) as a context manager
 _NUMERICS_NAMES = {
     "set_numerics": "set_numerics",
     "numerics": "numerics_scope",
@@ -58,7 +58,7 @@ _NUMERICS_NAMES = {
 
 def __getattr__(name: str) -> object:
     if name in _NUMERICS_NAMES:
-        from .device import numerics as _numerics
+        from .device.numerics import policy as _numerics
 
         return getattr(_numerics, _NUMERICS_NAMES[name])
     if name == "numerics_ratio":  # the AWS three-way ratio (trn_notebook/aws_ratio.py)

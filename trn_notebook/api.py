@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import facts
-from .device.allocator import allocator_timeline_columns
 from .device.clocks import clocks
+from .device.memory.allocator import allocator_timeline_columns
+from .device.memory.runtime import allocator
 from .device.placement import PlacementEntry, placement_log
-from .device.runtime import allocator
 from .facts.base import NOT_MEASURED, shown
 from .facts.simulator import placement_of
 from .outfiles import check_writable, write_text_atomic

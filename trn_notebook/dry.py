@@ -23,12 +23,12 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
-from .device.allocator import MemorySnapshot, OutOfDeviceMemory
 from .device.clocks import ClockSnapshot
 from .device.dry_dispatch import DryRunError, Finding
 from .device.dry_memory import CATEGORIES, MemoryCategories
 from .device.dryrun import DryFigures, DrySession, active, dry_runs, is_dry
 from .device.fake_alloc import Crossing
+from .device.memory.allocator import MemorySnapshot, OutOfDeviceMemory
 from .display.format import fmt_bytes, fmt_compile, fmt_pct, fmt_s, plural
 from .display.results import Preformatted, Result
 from .facts.base import Placement

@@ -84,7 +84,7 @@ VARIABLES: dict[str, Variable] = {
             "text",
             "exact",
             "numerics policy: exact or trainium[,KEY=VALUE...]",
-            "device/numerics.py",
+            "device/numerics/policy.py",
         ),
         _V(
             "TORCH_NEURONX_NEFF_CACHE_DIR",

@@ -34,10 +34,10 @@ ORDER: tuple[str, ...] = (
     "backend_registration",  # compiler/backend.py, distributed/backend.py: registering the backends (once)
     "attention_trace",  # compiler/attention.py: held while AOT Autograd traces with the flash kernel patched in
     "widget",  # widgets/memory.py: a widget's refresh (reads the allocator and the clocks)
-    "runtime",  # device/runtime.py: live storages and their host bytes (resizing a storage)
+    "runtime",  # device/memory/runtime.py: live storages and their host bytes (resizing a storage)
     "profiler",  # profiling/recorder.py: a profiler session starting or stopping (sets the clocks' observer)
     "memory_history",  # profiling/memory.py: starting/stopping memory history (sets the allocator's observer)
-    "allocator",  # device/allocator.py: a caching allocator, real or dry (its observer runs under it, takes no lock)
+    "allocator",  # device/memory/allocator.py: a caching allocator, real or dry (its observer runs under it, takes no lock)
     "accounting",  # ACCOUNTING: clocks + event timeline + placement log + eager records (observer takes none)
     "leaf",  # every other lock: nothing else is taken while one is held
 )

@@ -222,7 +222,7 @@ def test_torch_compile_with_backend_neuron_is_explained_by_its_module_name():
 
 
 def test_a_running_graph_reserves_its_planned_scratch_memory_on_the_device():
-    from trn_notebook.device.runtime import allocator
+    from trn_notebook.device.memory.runtime import allocator
 
     def chain(x):
         return ((x * 2).exp() @ x).relu().sum(0)

@@ -7,10 +7,10 @@ import torch
 
 import trn_notebook  # noqa: F401
 from trn_notebook.compiler import executable
-from trn_notebook.device.allocator import MIN_BLOCK, round_size
 from trn_notebook.device.clocks import clocks
+from trn_notebook.device.memory.allocator import MIN_BLOCK, round_size
+from trn_notebook.device.memory.runtime import allocator
 from trn_notebook.device.placement import placement_log
-from trn_notebook.device.runtime import allocator
 
 
 def _f(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -61,7 +61,7 @@ def test_each_run_charges_the_schedule_once_with_identical_figures() -> None:
 def test_seeded_host_views_change_no_figure_of_a_training_step() -> None:
     """A compiled forward+backward with its results seeded as cached host views (issue 33) charges the placement
     log, the clocks and the allocator exactly as with plain wraps, and computes the same values."""
-    from trn_notebook.device import runtime
+    from trn_notebook.device.memory import runtime
 
     w = torch.randn(16, 8).to("neuron").requires_grad_(True)
     x = torch.randn(32, 16).to("neuron")

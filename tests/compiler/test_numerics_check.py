@@ -12,7 +12,7 @@ from trn_notebook.compiler.aten_decompositions import trace
 from trn_notebook.compiler.lower import lower
 from trn_notebook.compiler.passes import run_passes
 from trn_notebook.compiler.text import parse_graph, print_graph
-from trn_notebook.device.numerics import NeuronNumericsWarning
+from trn_notebook.device.numerics.policy import NeuronNumericsWarning
 
 N = "neuron"
 LINE = inspect.currentframe().f_lineno + 4  # type: ignore[union-attr]  # the rsqrt line below

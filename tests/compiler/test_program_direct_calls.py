@@ -10,7 +10,7 @@ import torch
 
 import trn_notebook  # noqa: F401
 from trn_notebook.compiler import executable
-from trn_notebook.device import runtime
+from trn_notebook.device.memory import runtime
 
 
 def _f(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from trn_notebook.device.policy import no_cpu_kernel_ops
+from trn_notebook.device.ops.policy import no_cpu_kernel_ops
 
 pytestmark = pytest.mark.usefixtures("fresh_device")
 

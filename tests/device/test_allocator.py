@@ -9,7 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trn_notebook.device.allocator import MIN_BLOCK, SMALL_SEGMENT, CachingAllocator, round_size
+from trn_notebook.device.memory.allocator import MIN_BLOCK, SMALL_SEGMENT, CachingAllocator, round_size
 
 N = "neuron"
 
@@ -87,7 +87,7 @@ def test_small_requests_share_a_small_pool_segment():
 
 
 def test_out_of_memory_raises_with_figures_and_loses_nothing(fresh_device):
-    from trn_notebook.device.runtime import allocator
+    from trn_notebook.device.memory.runtime import allocator
 
     keep = torch.ones(1000, device=N)
     allocator.capacity = torch.neuron.memory_reserved() + 64 * 2**20
@@ -111,7 +111,7 @@ def test_phases_record_their_own_peaks(fresh_device):
     with trn_notebook.phase("steady"):
         tmp = torch.ones(256, device=N)
         del tmp
-    from trn_notebook.device.runtime import allocator
+    from trn_notebook.device.memory.runtime import allocator
 
     assert allocator.phase_peaks["load"]["active"] >= 4 * 2**20
     assert allocator.phase_peaks["steady"]["active"] < allocator.phase_peaks["load"]["active"] + 2048

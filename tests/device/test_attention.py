@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trn_notebook.device.attention import FLASH, choose_kernel, flash_applies
+from trn_notebook.device.ops.attention import FLASH, choose_kernel, flash_applies
 
 N = "neuron"
 

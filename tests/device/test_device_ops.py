@@ -156,7 +156,7 @@ def test_embedding_cross_entropy_sdpa_conv_match_cpu():
 
 
 def test_host_views_stay_on_cpu_under_a_neuron_default_device(fresh_device):
-    from trn_notebook.device.runtime import cached_host_view, host_view
+    from trn_notebook.device.memory.runtime import cached_host_view, host_view
 
     x = torch.arange(4.0).to(N)
     torch.set_default_device(N)

@@ -1,4 +1,4 @@
-"""Eager records folded at read time (device/eager_records.py) change no figure (issue 33's rule).
+"""Eager records folded at read time (device/eager/records.py) change no figure (issue 33's rule).
 
 The same fixed workload (a training step with views, native ops, foreach AdamW, a CPU fallback, a
 transfer and a sync) runs twice from a fresh device: once charging every op as it runs (the immediate
@@ -17,8 +17,8 @@ import torch
 from torch import nn
 
 from trn_notebook import state
-from trn_notebook.device import eager_records
 from trn_notebook.device.clocks import clocks
+from trn_notebook.device.eager import records as eager_records
 from trn_notebook.device.placement import placement_log
 
 N = "neuron"

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import torch
 
-from trn_notebook.device import costmodel, hostmem, override
-from trn_notebook.device.allocator import round_size
+from trn_notebook.device import costmodel, override
 from trn_notebook.device.clocks import clocks
+from trn_notebook.device.memory import hostmem
+from trn_notebook.device.memory.allocator import round_size
+from trn_notebook.device.memory.runtime import allocator, get_chip, set_chip
 from trn_notebook.device.placement import placement_log
-from trn_notebook.device.runtime import allocator, get_chip, set_chip
 
 N = "neuron"
 

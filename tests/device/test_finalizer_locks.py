@@ -19,7 +19,7 @@ import torch
 
 import trn_notebook
 from trn_notebook import locks
-from trn_notebook.device.runtime import allocator
+from trn_notebook.device.memory.runtime import allocator
 
 
 class _Cycle:

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import trn_notebook
-from trn_notebook.device.foreach_fast import NOT_TAKEN, run_foreach
+from trn_notebook.device.eager.foreach_fast import NOT_TAKEN, run_foreach
 from trn_notebook.device.placement import placement_log
 
 MAKERS: dict[str, Callable[[list[torch.nn.Parameter]], torch.optim.Optimizer]] = {
@@ -55,9 +55,9 @@ def test_foreach_call_is_one_launch_costing_the_sum_over_the_list() -> None:
 
 def _adamw_step_figures(fast: bool, monkeypatch: pytest.MonkeyPatch) -> tuple[object, ...]:
     """One AdamW step's placement entries, clock and allocator deltas and results, from a fixed state."""
-    from trn_notebook.device import kernels
     from trn_notebook.device.clocks import clocks
-    from trn_notebook.device.runtime import allocator
+    from trn_notebook.device.eager import kernels
+    from trn_notebook.device.memory.runtime import allocator
 
     taken: list[str] = []
 

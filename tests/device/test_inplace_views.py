@@ -60,7 +60,7 @@ def test_inplace_arithmetic_on_shared_storage_matches_cpu():
 
 def test_an_op_that_changes_a_cached_views_geometry_evicts_it():
     """Through the boxed path itself (resize_ normally has a direct kernel): the twin must not see a stale view."""
-    from trn_notebook.device import dispatch
+    from trn_notebook.device.eager import dispatch
 
     base = torch.arange(12.0).reshape(3, 4).to(N)
     twin = base.view(3, 4)

@@ -7,7 +7,7 @@ import warnings
 import pytest
 import torch
 
-import trn_notebook.device.dispatch as dispatch
+import trn_notebook.device.eager.dispatch as dispatch
 
 
 def test_histc_int32_matches_cpu_float_path(fresh_device):

@@ -9,7 +9,7 @@ import pytest
 
 import trn_notebook
 from trn_notebook import state
-from trn_notebook.device.numerics import ASSUMED, NumericsPolicy, parse_numerics
+from trn_notebook.device.numerics.policy import ASSUMED, NumericsPolicy, parse_numerics
 
 
 def test_default_is_exact_and_set_returns_previous() -> None:

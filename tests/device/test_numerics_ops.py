@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import trn_notebook
-from trn_notebook.device.numerics import NeuronNumericsWarning
-from trn_notebook.device.numerics_ops import classify, round_stochastic, round_tf32
-from trn_notebook.device.policy import policy as registry
+from trn_notebook.device.numerics.calls import classify, round_stochastic, round_tf32
+from trn_notebook.device.numerics.policy import NeuronNumericsWarning
+from trn_notebook.device.ops.policy import policy as registry
 
 N = "neuron"
 

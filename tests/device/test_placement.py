@@ -48,7 +48,7 @@ def _line_of(marker: str) -> int:
 
 
 def test_fallback_warns_once_per_op(fresh_device):
-    from trn_notebook.device import dispatch
+    from trn_notebook.device.eager import dispatch
 
     dispatch._warned.discard("linalg_inv_ex")
     a = (torch.eye(3) * 2).to(N)
@@ -101,8 +101,8 @@ def test_op_table_is_a_dataframe_sorted_by_device_time(fresh_device):
 
 def test_the_op_table_and_the_policy_table_carry_the_class_aws_publishes(fresh_device):
     # Issue 56 item 4: AWS's words (Y: Native / Host-only / Needs a process group, CPU_FALLBACK (dtypes), N).
-    from trn_notebook.device.policy import policy_table
-    from trn_notebook.device.registry import aws_class
+    from trn_notebook.device.ops.policy import policy_table
+    from trn_notebook.device.ops.registry import aws_class
 
     x = torch.ones(4, device="neuron")
     (x + 1).sort()

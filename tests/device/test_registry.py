@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from trn_notebook.device import placement_log
-from trn_notebook.device.op_table import RECORDS
-from trn_notebook.device.policy import registry
-from trn_notebook.device.registry import OpRecord, OpRegistry, matmul_flops, op
+from trn_notebook.device.ops.op_table import RECORDS
+from trn_notebook.device.ops.policy import registry
+from trn_notebook.device.ops.registry import OpRecord, OpRegistry, matmul_flops, op
 
 N = "neuron"
 
@@ -91,7 +91,7 @@ def test_autocast_classes_come_from_records():
 
 def test_host_cost_of_a_fallback_is_a_field_of_its_record():
     from trn_notebook.device import costmodel
-    from trn_notebook.device.registry import cubic_flops, sort_flops
+    from trn_notebook.device.ops.registry import cubic_flops, sort_flops
 
     assert registry.get("sort").host_flops is sort_flops and registry.get("linalg_qr").host_flops is cubic_flops
     assert registry.rule("argsort").host_flops is sort_flops  # a composite's record: category still from tags

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 import trn_notebook
-from trn_notebook.device.allocator import OutOfDeviceMemory
-from trn_notebook.device.runtime import allocator
+from trn_notebook.device.memory.allocator import OutOfDeviceMemory
+from trn_notebook.device.memory.runtime import allocator
 
 MiB = 1 << 20
 

@@ -9,8 +9,8 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensor
 
 import trn_notebook
+from trn_notebook.device.memory.runtime import allocator
 from trn_notebook.device.placement import placement_log
-from trn_notebook.device.runtime import allocator
 
 
 def _mlp() -> torch.nn.Module:

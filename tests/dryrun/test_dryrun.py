@@ -6,8 +6,8 @@ import pytest
 import torch
 
 import trn_notebook
+from trn_notebook.device.memory.runtime import allocator
 from trn_notebook.device.placement import placement_log
-from trn_notebook.device.runtime import allocator
 from trn_notebook.dry import DryRunError
 
 

@@ -10,7 +10,7 @@ import torch.distributed as dist
 from torch.distributed.fsdp import fully_shard
 
 import trn_notebook
-from trn_notebook.device.allocator import round_size
+from trn_notebook.device.memory.allocator import round_size
 from trn_notebook.distributed.commmodel import collective_seconds
 from trn_notebook.planner import Layout, Workload, parse_layouts
 

@@ -12,8 +12,8 @@ import torch
 import trn_notebook
 from trn_notebook import locks, state
 from trn_notebook.device.clocks import clocks
+from trn_notebook.device.memory.runtime import allocator
 from trn_notebook.device.placement import placement_log
-from trn_notebook.device.runtime import allocator
 
 
 def test_the_suite_checks_the_lock_order() -> None:

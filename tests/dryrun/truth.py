@@ -13,8 +13,8 @@ import torch
 import trn_notebook
 from trn_notebook import state
 from trn_notebook.device.clocks import clocks
+from trn_notebook.device.memory.runtime import allocator
 from trn_notebook.device.placement import placement_log
-from trn_notebook.device.runtime import allocator
 
 _GRAPH_N = re.compile(r"^(graph:.*)_\d+$")
 Workload = Callable[[torch.nn.Module, dict[str, torch.Tensor]], Any]

@@ -11,7 +11,7 @@ import torch
 from IPython.testing import globalipapp
 
 from trn_notebook.device import get_config, set_config
-from trn_notebook.device.runtime import get_chip, set_chip
+from trn_notebook.device.memory.runtime import get_chip, set_chip
 from trn_notebook.magics import render
 
 

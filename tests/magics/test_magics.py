@@ -12,7 +12,7 @@ from IPython.core.error import UsageError
 
 import trn_notebook
 from trn_notebook.device import get_config, placement_log
-from trn_notebook.device.runtime import allocator, get_chip
+from trn_notebook.device.memory.runtime import allocator, get_chip
 from trn_notebook.display.results import Result
 from trn_notebook.facts.status import state_snapshot, status_payload
 from trn_notebook.magics import render

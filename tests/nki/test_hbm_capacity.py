@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from trn_notebook import nki
-from trn_notebook.device import hostmem, runtime
+from trn_notebook.device.memory import hostmem, runtime
 from trn_notebook.nki import language as nl
 
 MiB, GiB = 1 << 20, 1 << 30

@@ -11,7 +11,7 @@ import trn_notebook.nki as nki
 import trn_notebook.nki.isa as nisa
 import trn_notebook.nki.language as nl
 from trn_notebook.aws_ratio import numerics_ratio
-from trn_notebook.device.numerics import NeuronNumericsWarning
+from trn_notebook.device.numerics.policy import NeuronNumericsWarning
 from trn_notebook.nki.kernels_tutorial import matmul_tiled
 
 

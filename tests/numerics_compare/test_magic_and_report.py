@@ -7,7 +7,7 @@ import torch
 from IPython.core.error import UsageError
 
 import trn_notebook
-from trn_notebook.device.numerics import SOURCED
+from trn_notebook.device.numerics.policy import SOURCED
 from trn_notebook.magics import render
 from trn_notebook.migration import report
 from trn_notebook.numerics_compare import NumericsComparison, last_comparison

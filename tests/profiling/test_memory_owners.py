@@ -8,8 +8,8 @@ import pytest
 import torch
 from torch import nn
 
-from trn_notebook.device.allocator import round_size
-from trn_notebook.device.runtime import block_address
+from trn_notebook.device.memory.allocator import round_size
+from trn_notebook.device.memory.runtime import block_address
 from trn_notebook.profiling.memory_owners import IDENTIFIED, UNRECORDED
 
 pytestmark = pytest.mark.usefixtures("fresh_device")

@@ -11,8 +11,8 @@ import torch
 from torch.cuda import _memory_viz
 
 import trn_notebook
-from trn_notebook.device.allocator import OutOfDeviceMemory
-from trn_notebook.device.runtime import allocator
+from trn_notebook.device.memory.allocator import OutOfDeviceMemory
+from trn_notebook.device.memory.runtime import allocator
 from trn_notebook.profiling import fragmentation
 
 pytestmark = pytest.mark.usefixtures("fresh_device")

@@ -28,9 +28,9 @@ from torch import nn
 import trn_notebook
 from trn_notebook.compiler.buckets import MAX_BUCKET_SIZE, MAX_BUCKETS, BucketPolicy, bucketed
 from trn_notebook.compiler.tuner import suggest_policy
-from trn_notebook.device import hostmem
 from trn_notebook.device.config import ConfigWarning, DeviceConfig
-from trn_notebook.device.runtime import allocator
+from trn_notebook.device.memory import hostmem
+from trn_notebook.device.memory.runtime import allocator
 
 MiB = 1 << 20
 GiB = 1 << 30

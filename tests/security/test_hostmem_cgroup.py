@@ -13,8 +13,8 @@ import os
 import pytest
 import torch
 
-from trn_notebook.device import hostmem
-from trn_notebook.device.runtime import allocator
+from trn_notebook.device.memory import hostmem
+from trn_notebook.device.memory.runtime import allocator
 
 MiB, GiB = 1 << 20, 1 << 30
 UNLIMITED_V1 = "9223372036854771712"

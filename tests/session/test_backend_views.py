@@ -5,8 +5,8 @@ from __future__ import annotations
 import torch
 
 from trn_notebook import facts, session
+from trn_notebook.device.memory.runtime import allocator
 from trn_notebook.device.placement import placement_log
-from trn_notebook.device.runtime import allocator
 from trn_notebook.facts.status import status_payload
 from trn_notebook.session.status_card import status
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import trn_notebook
-from trn_notebook.device.runtime import allocator
+from trn_notebook.device.memory.runtime import allocator
 from trn_notebook.display.format import fmt_bytes, fmt_duration, fmt_ms, fmt_ratio, fmt_s, fmt_share
 from trn_notebook.widgets import CacheView, MemoryView, PlacementView, ShapeTuner
 from trn_notebook.widgets.memory_snapshot import MemorySnapshotWidget

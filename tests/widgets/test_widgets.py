@@ -11,8 +11,8 @@ import torch
 
 import trn_notebook
 from tests.widgets.helpers import HOSTILE, assert_no_raw_markup, front_end_custom, front_end_update
+from trn_notebook.device.memory.runtime import allocator
 from trn_notebook.device.placement import diff_snapshots, placement_log
-from trn_notebook.device.runtime import allocator
 from trn_notebook.widgets import CacheView, Dashboard, MemoryView, PlacementView, ShapeTuner
 from trn_notebook.widgets._base import STATIC
 from trn_notebook.widgets.tuner import as_counts, controls_spec, histogram, spec_controls

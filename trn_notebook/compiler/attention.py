@@ -4,7 +4,7 @@ On ``neuron`` fake tensors, ``scaled_dot_product_attention`` would decompose int
 (bmm, softmax, bmm and their backward), which then runs as separate kernels. A real compiler maps
 attention to a hand-written fused kernel; we pick ATen's flash-attention op (which has an
 autograd formula, so AOT Autograd emits its backward kernel too) whenever ATen's CPU selection
-would (no dropout, no mask requiring grad, ...; see ``device/attention.py``). Everything else keeps
+would (no dropout, no mask requiring grad, ...; see ``device/ops/attention.py``). Everything else keeps
 torch's own composite (math path).
 """
 
@@ -19,7 +19,7 @@ import torch.fx
 import torch.nn.functional as F
 
 from .. import locks as _locks
-from ..device.attention import additive_mask, flash_applies
+from ..device.ops.attention import additive_mask, flash_applies
 
 _original = F.scaled_dot_product_attention
 _lock = _locks.make("attention_trace", "flash attention patch")

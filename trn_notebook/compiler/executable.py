@@ -19,8 +19,8 @@ import torch
 from ..device import costmodel, dryrun
 from ..device.clocks import clocks
 from ..device.dry_host_shapes import GROUPED_MM_ASSUMED
+from ..device.memory.runtime import allocator, cached_host_view, wrap
 from ..device.placement import placement_log
-from ..device.runtime import allocator, cached_host_view, wrap
 from .codegen import Program
 from .compile_log import LiveRecord, compile_log
 from .fusion import base_of

@@ -1,9 +1,9 @@
 """ATen ops the compiler has no lowering of its own for, decided by the op's eager placement (one rule):
 
 * an op eager runs as a **CPU fallback** (linear algebra, FFT, cumulative max/min, 3-D pooling …: its record's
-  category in ``device/op_table.py``) becomes ``host_call('aten.<op>.<overload>', …)``: the graph's host runs
+  category in ``device/ops/op_table.py``) becomes ``host_call('aten.<op>.<overload>', …)``: the graph's host runs
   the CPU kernel between the device kernels, and each call is charged exactly as eager charges the fallback
-  (:func:`trn_notebook.device.fallback.charge_fallback`: a sync, copies both ways, the modeled host compute, a
+  (:func:`trn_notebook.device.eager.fallback.charge_fallback`: a sync, copies both ways, the modeled host compute, a
   ``cpu_fallback`` entry in the placement log), after the graph's launch;
 * a **pointwise** op eager runs natively with no record of its own (``special_*``, ``digamma``, ``i0`` …)
   becomes ``aten_pointwise('aten.<op>.<overload>', …)``: a pointwise IR node (fusible, modeled as eager models
@@ -25,8 +25,8 @@ from typing import Any
 import torch
 
 from .. import state as _state
-from ..device.fallback import charge_fallback, warn_once
-from ..device.policy import policy
+from ..device.eager.fallback import charge_fallback, warn_once
+from ..device.ops.policy import policy
 from .ir import Graph, TensorType
 
 HOST_CALL = "host_call"

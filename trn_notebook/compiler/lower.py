@@ -17,7 +17,7 @@ from typing import Any
 import torch
 import torch.fx
 
-from ..device.registry import memory_format_error
+from ..device.ops.registry import memory_format_error
 from ..device.source_lines import SourceLine, is_user_file, source_line
 from .host_call import (
     HOST_CALL,

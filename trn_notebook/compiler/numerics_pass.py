@@ -1,7 +1,7 @@
 """The numerics pass: make the ``trainium`` precision policy explicit in the IR (casts and rounding nodes).
 
-It reads the policy in force (:mod:`trn_notebook.device.numerics`; the cache key includes it) and rewrites
-the graph the same way the eager path computes each op (:mod:`trn_notebook.device.numerics_ops`):
+It reads the policy in force (:mod:`trn_notebook.device.numerics.policy`; the cache key includes it) and rewrites
+the graph the same way the eager path computes each op (:mod:`trn_notebook.device.numerics.calls`):
 
 * ``matmul`` nodes: FP32 operands are auto-cast (``numerics_round`` to the cast type, kept in FP32) and
   low-precision operands upcast (``cast`` to f32); the node computes in FP32 and its result is rounded
@@ -13,9 +13,9 @@ the graph the same way the eager path computes each op (:mod:`trn_notebook.devic
 Under ``exact`` it returns the graph unchanged. int64 is handled by ``legalize_dtypes`` (the real backend's
 downcast). Integer data of the ops with no integer datapath (``matmul`` nodes and the registry's
 ``scatter`` class, e.g. ``scatter_add``) is ``cast`` to f32, computed in f32 and converted back by a
-``numerics_round`` to the integer dtype (:func:`~trn_notebook.device.numerics.integer_from_fp32`, as eager).
+``numerics_round`` to the integer dtype (:func:`~trn_notebook.device.numerics.policy.integer_from_fp32`, as eager).
 The input of an activation with a documented ScalarE valid range (the record's ``valid_range``) is read
-through a ``numerics_check`` node: the same :class:`~trn_notebook.device.numerics.NeuronNumericsWarning` as
+through a ``numerics_check`` node: the same :class:`~trn_notebook.device.numerics.policy.NeuronNumericsWarning` as
 eager, naming the op, the range and the node's user source line, once per op and line.
 """
 
@@ -24,9 +24,9 @@ from __future__ import annotations
 from typing import Any
 
 from .. import state as _state
-from ..device.numerics import NumericsPolicy, numerics, warn_integer_fp32
-from ..device.numerics_ops import ADDEND_OPS, INDEX_ARGS, NOT_OPERANDS, scatter_computes, source_where
-from ..device.policy import registry
+from ..device.numerics.calls import ADDEND_OPS, INDEX_ARGS, NOT_OPERANDS, scatter_computes, source_where
+from ..device.numerics.policy import NumericsPolicy, numerics, warn_integer_fp32
+from ..device.ops.policy import registry
 from ..device.source_lines import SourceLine
 from .ir import DType, Graph, Node, Ref, TensorType
 from .ops import OPS

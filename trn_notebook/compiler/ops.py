@@ -8,7 +8,7 @@ what decomposition leaves; the others appear only between lowering and decomposi
 Unknown names are rejected everywhere (lowering, parsing, codegen).
 
 The op set is built from the device's op registry: each record's ``lower`` names the IR op its
-overloads lower to and the defining record carries the IR op's ``kind`` (``device/op_table.py``);
+overloads lower to and the defining record carries the IR op's ``kind`` (``device/ops/op_table.py``);
 an op is ``core`` unless the decomposition table (:mod:`.decompositions`) has a rule for it.
 """
 
@@ -20,9 +20,9 @@ from typing import Any
 
 import torch
 
-from ..device.numerics_ops import check_node, round_node
-from ..device.policy import registry
-from ..device.registry import IR_KINDS
+from ..device.numerics.calls import check_node, round_node
+from ..device.ops.policy import registry
+from ..device.ops.registry import IR_KINDS
 from .decompositions import DECOMPOSITIONS
 from .host_call import ATEN_POINTWISE, HOST_CALL, HOST_EFFECT, aten_pointwise, host_call, host_effect
 from .kernel_call import kernel_call
@@ -108,7 +108,7 @@ _build()
 # Custom tile kernels (trn_notebook.nki.nki_op): an IR-only op, not an ATen record; lowering emits it for
 # any custom op whose OpOverload carries a kernel entry (see kernel_call.py). A kernel of its own.
 OPS["kernel_call"] = OpDef("kernel_call", "library", kernel_call)
-# The numerics policy's rounding (trainium mode, inserted by the numerics pass; device/numerics_ops.py)
+# The numerics policy's rounding (trainium mode, inserted by the numerics pass; device/numerics/calls.py)
 OPS["numerics_round"] = OpDef("numerics_round", "pointwise", round_node)
 # The ScalarE valid-range check of an activation's input (trainium graphs only): returns its input, a view
 # (no cost, no bytes: a simulator check, not a hardware instruction)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..device import costmodel
-from ..device.runtime import get_chip
+from ..device.memory.runtime import get_chip
 from ..display.format import fmt_bytes
 from .ir import DTYPES, Graph, Node, TensorType
 from .kernel_call import node_seconds

@@ -1,13 +1,13 @@
 """The simulated ``neuron`` device: a real PrivateUse1 backend with placement, clocks and memory."""
 
-from .allocator import OutOfDeviceMemory
 from .clocks import clocks
 from .config import DeviceConfig, get_config, override, set_config
-from .dispatch import NeuronFallbackWarning
+from .eager.dispatch import NeuronFallbackWarning
+from .memory.allocator import OutOfDeviceMemory
+from .memory.runtime import allocator, get_chip, host_view, set_chip, set_memory_capacity, wrap
+from .ops.policy import policy, policy_table, set_op_category
 from .placement import placement_log
-from .policy import policy, policy_table, set_op_category
 from .registration import DeviceRegistrationError, is_registered, register, self_test
-from .runtime import allocator, get_chip, host_view, set_chip, set_memory_capacity, wrap
 
 __all__ = [
     "DeviceConfig",

@@ -88,7 +88,7 @@ def _device_capability(device_index: Any) -> dict[str, Any]:
     """``supported_dtypes``: every dtype a neuron tensor can hold — all of PyTorch's but the 64-bit floating
     ones the device refuses (``registry.REJECTED_DTYPES``), unless ``TRN_NOTEBOOK_ALLOW_FLOAT64`` is set."""
     from .config import get_config
-    from .registry import REJECTED_DTYPES
+    from .ops.registry import REJECTED_DTYPES
 
     _index(device_index)
     every = {d for d in vars(torch).values() if isinstance(d, torch.dtype)}

@@ -292,7 +292,7 @@ class Clocks:
 
 
 def _no_drain() -> None:
-    """The fold before :mod:`.eager_records` installs its own (nothing is pending then)."""
+    """The fold before :mod:`.eager.records` installs its own (nothing is pending then)."""
 
 
 clocks = Clocks()

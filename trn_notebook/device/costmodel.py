@@ -19,7 +19,7 @@ import torch
 from .. import state as _state
 from .chips import ChipSpec
 from .config import replace_fields
-from .policy import policy
+from .ops.policy import policy
 
 
 @dataclass(frozen=True)

@@ -5,15 +5,15 @@ Fake dispatch sees an op at the Python key, *before* the backend; the real devic
 dispatcher resolves for ``PrivateUse1``. :meth:`DryMode.__torch_dispatch__` makes the same choice
 the dispatcher makes for a ``neuron`` op, in the dispatcher's order:
 
-1. a direct ``PrivateUse1`` kernel of ours (:mod:`.kernels`): factories, copies, ``.item()``,
-   ``resize_``/``set_``, convolution, the hot ops (which run :func:`.dispatch.run_op` anyway);
+1. a direct ``PrivateUse1`` kernel of ours (:mod:`.eager.kernels`): factories, copies, ``.item()``,
+   ``resize_``/``set_``, convolution, the hot ops (which run :func:`.eager.dispatch.run_op` anyway);
 2. a ``CompositeExplicitAutograd(NonFunctional)`` kernel: ATen's own C++ composite runs with this mode
    active, so its sub-ops come back here (``_to_copy`` becomes ``empty_strided`` + ``copy_``);
 3. a ``CompositeImplicitAutograd`` kernel (reached under ``inference_mode``): decomposed;
-4. otherwise the boxed fallback, :func:`.dispatch.run_op`: the op's registry record decides native,
-   CPU fallback, host-only or unsupported exactly as :func:`.dispatch._run` does, the result's shapes
-   come from ``FakeTensorMode``, and the charge is :func:`.dispatch._account_native` /
-   :func:`.dispatch._account_host` themselves (one cost model, :mod:`.costmodel`, for real and dry).
+4. otherwise the boxed fallback, :func:`.eager.dispatch.run_op`: the op's registry record decides native,
+   CPU fallback, host-only or unsupported exactly as :func:`.eager.dispatch._run` does, the result's shapes
+   come from ``FakeTensorMode``, and the charge is :func:`.eager.dispatch._account_native` /
+   :func:`.eager.dispatch._account_host` themselves (one cost model, :mod:`.costmodel`, for real and dry).
 
 New result storages take a block from the dry run's shape-only allocator (:mod:`.fake_alloc`).
 Reads of values (``.item()``, ``bool(t)``, ``.tolist()``, ``nonzero``) become findings with their
@@ -32,15 +32,15 @@ from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicO
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import config as _config
-from . import dispatch as _d
 from . import dry_host_shapes as _host_shapes
 from .dry_host import RealHost
+from .eager import dispatch as _d
+from .eager.kernels import _check_dtype, _check_index, _check_size
 from .fake_alloc import StorageTracker
-from .kernels import _check_dtype, _check_index, _check_size
+from .memory.runtime import state
+from .ops.policy import REJECTED_DTYPES
+from .ops.registry import NATIVE_MEMORY_FORMATS
 from .placement import placement_log
-from .policy import REJECTED_DTYPES
-from .registry import NATIVE_MEMORY_FORMATS
-from .runtime import state
 
 _perf = time.perf_counter
 _Tensor = torch.Tensor

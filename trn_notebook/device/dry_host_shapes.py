@@ -1,7 +1,7 @@
 """Result shapes of the device's CPU kernels where torch's meta kernels (which a dry run's ``FakeTensorMode``
 uses) give other ones for a non-CPU device.
 
-The simulated device computes most ops with the CPU kernels on host views of its tensors (:mod:`.dispatch`),
+The simulated device computes most ops with the CPU kernels on host views of its tensors (:mod:`.eager.dispatch`),
 so a real run's results have the CPU kernels' shapes; torch's meta kernels follow CUDA's for any other device.
 Where the two differ, a dry run would allocate (and charge) differently; :data:`SPECIAL` maps those ops to
 the CPU kernel's shapes. :func:`indices_on_device` lets index ops take CPU index tensors as the device does.
@@ -83,7 +83,7 @@ SPECIAL: dict[Any, Callable[..., Any]] = {
 def indices_on_device(mode: DryMode, args: tuple[Any, ...], device: torch.device) -> tuple[Any, ...]:
     """CPU index tensors of an index op, as uncharged shape-only ``device`` tensors of the same geometry.
 
-    The device reads CPU indices on the host as they are (:func:`.dispatch._run`); ``FakeTensorMode`` rejects a
+    The device reads CPU indices on the host as they are (:func:`.eager.dispatch._run`); ``FakeTensorMode`` rejects a
     CPU tensor next to a ``neuron`` one in the ``_out`` and in-place index ops, so their shapes are computed
     with stand-ins.
     """

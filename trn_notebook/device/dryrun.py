@@ -24,14 +24,14 @@ from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
 from .. import state as _state
 from ..locks import ACCOUNTING
-from .allocator import MemorySnapshot
 from .clocks import ClockSnapshot, ClockState, clocks
 from .dry_dispatch import DryMode, Finding
 from .dry_modules import ModuleRestorer
 from .fake_alloc import Crossing, DryAllocator, StorageTracker
+from .memory.allocator import MemorySnapshot
+from .memory.runtime import allocator as _real_allocator
+from .memory.runtime import get_chip
 from .placement import PlacementSnapshot, placement_log
-from .runtime import allocator as _real_allocator
-from .runtime import get_chip
 
 _active = threading.local()
 _process: list[DrySession] = []  # dry runs entered in this process (any thread), innermost last

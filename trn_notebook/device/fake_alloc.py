@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .allocator import Block, CachingAllocator, segment_size
+from .memory.allocator import Block, CachingAllocator, segment_size
 from .source_lines import user_source
 
 Identity = tuple[int, int]  # (storage address, allocation number when first seen)

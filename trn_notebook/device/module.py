@@ -9,11 +9,11 @@ from typing import Any
 import torch
 
 from ..display.format import fmt_bytes as _fmt
-from .allocator import CachingAllocator
 from .clocks import clocks
-from .dispatch import record_sync
 from .dryrun import active as dry_active
-from .runtime import allocator, get_chip, state
+from .eager.dispatch import record_sync
+from .memory.allocator import CachingAllocator
+from .memory.runtime import allocator, get_chip, state
 from .streams import Event, Stream, current_stream, default_stream, set_stream, stream  # noqa: F401 - torch.neuron API
 
 
@@ -45,7 +45,7 @@ def current_device() -> int:
 
 def _check_index(index: int) -> int:
     if index != 0:
-        from .kernels import ONE_DEVICE
+        from .eager.kernels import ONE_DEVICE
 
         valid = (
             ""

@@ -24,8 +24,8 @@ from .source_lines import user_source
 def aws_class_of(op: str, category: str) -> str:
     """The class AWS publishes for ``op`` as placed (``registry.aws_class``); a fallback names whether every
     dtype falls back (its record says so) or only dtypes outside the op's native set."""
-    from .policy import registry
-    from .registry import aws_class
+    from .ops.policy import registry
+    from .ops.registry import aws_class
 
     record = registry.get(op)
     return aws_class(op, category, always_falls_back=record is None or record.category == "cpu_fallback")
@@ -227,7 +227,7 @@ class PlacementLog:
 
 
 def _no_drain() -> None:
-    """The fold before :mod:`.eager_records` installs its own (nothing is pending then)."""
+    """The fold before :mod:`.eager.records` installs its own (nothing is pending then)."""
 
 
 def diff_snapshots(before: Mapping[str, PlacementEntry], after: PlacementSnapshot) -> PlacementSnapshot:

@@ -109,8 +109,8 @@ def _functional_self_test() -> None:
 def _patch_printing() -> None:
     import torch._tensor_str as ts
 
-    from .dispatch import flags, record_sync
-    from .runtime import host_view
+    from .eager.dispatch import flags, record_sync
+    from .memory.runtime import host_view
 
     original = ts._str
     if getattr(original, "_trn_notebook", False):
@@ -141,7 +141,7 @@ def _patch_printing() -> None:
 
 def _patch_storage_constructor() -> None:
     """``torch.UntypedStorage(n, device="neuron")`` would segfault (no C++ allocator): build it ourselves."""
-    from .kernels import neuron_storage
+    from .eager.kernels import neuron_storage
 
     cls = torch.UntypedStorage
     if getattr(cls.__new__, "_trn_notebook", False):
@@ -191,7 +191,7 @@ def _register_autocast(lib_fallback: torch.library.Library) -> None:
     lib_fallback.fallback(torch.library.fallthrough_kernel, "AutocastPrivateUse1")
     lib = torch.library.Library("aten", "IMPL")
     _libs.append(lib)
-    from .autocast import register_autocast_kernels
+    from .ops.autocast import register_autocast_kernels
 
     register_autocast_kernels(lib)
 
@@ -257,14 +257,15 @@ def register() -> None:
                 "point loads it) before that package; to keep that backend and never load the simulator, set "
                 "TORCH_DEVICE_BACKEND_AUTOLOAD=0"
             )
-        from . import storage_resize as _storage_resize
-        from .accelerator_ops import register_decompositions
-        from .attention import register_attention
-        from .dispatch import run_op
-        from .flex import refuse_flex_attention_on_neuron
+        from .eager import storage_resize as _storage_resize
+        from .eager.dispatch import run_op
+        from .eager.host_ops import register_host_composites
+        from .eager.kernels import register_kernels
+        from .eager.varlen_attention import register_varlen_attention
         from .guard import NeuronDeviceGuard, NeuronHooks
-        from .host_ops import register_host_composites
-        from .kernels import register_kernels
+        from .ops.accelerator_ops import register_decompositions
+        from .ops.attention import register_attention
+        from .ops.flex import refuse_flex_attention_on_neuron
 
         if existing == "privateuseone":
             _setup_privateuseone_for_python_backend(
@@ -275,6 +276,7 @@ def register() -> None:
         lib = torch.library.Library("aten", "IMPL")
         register_kernels(lib)
         register_attention(lib)
+        register_varlen_attention(lib)  # varlen_attn's flash kernels, per sequence (TorchNeuron 2.34: native)
         register_decompositions(lib)  # accelerator-only ops ATen calls on neuron (nn.LSTM's fused cell)
         register_host_composites(lib)
         _libs.extend([lib_fallback, lib])

@@ -21,10 +21,10 @@ import torch.distributed as dist
 from .. import locks as _locks
 from .. import state as _state
 from ..device.clocks import clocks
-from ..device.numerics import integer_from_fp32, integer_to_fp32, no_integer_datapath, warn_integer_fp32
-from ..device.numerics import numerics as _numerics
+from ..device.memory.runtime import host_view
+from ..device.numerics.policy import integer_from_fp32, integer_to_fp32, no_integer_datapath, warn_integer_fp32
+from ..device.numerics.policy import numerics as _numerics
 from ..device.registration import is_registered
-from ..device.runtime import host_view
 from ..device.streams import note_collective_end
 from .commmodel import collective_seconds
 from .ledger import comm_log

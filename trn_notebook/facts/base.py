@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from ..compiler.compile_log import CompileRecord, CompileSummary
-    from ..device.allocator import MemorySnapshot
+    from ..device.memory.allocator import MemorySnapshot
 
 NOT_MEASURED = "not measured"  # a figure the live backend does not measure (e.g. per-op cost on hardware)
 NA = "n/a"  # a fact that does not exist on the live backend

@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import state as _state
-from ..device.allocator import MemorySnapshot
 from ..device.clocks import ClockSnapshot
+from ..device.memory.allocator import MemorySnapshot
+from ..device.ops.registry import OpRecord
 from ..device.placement import PlacementSnapshot
-from ..device.registry import OpRecord
 
 
 @dataclass(frozen=True)

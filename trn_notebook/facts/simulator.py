@@ -15,7 +15,7 @@ from .base import CATEGORY_NAMES, OpPlacement, Placement
 
 if TYPE_CHECKING:
     from ..compiler.compile_log import CompileRecord
-    from ..device.allocator import MemorySnapshot
+    from ..device.memory.allocator import MemorySnapshot
     from ..device.placement import PlacementEntry
 
 
@@ -73,25 +73,25 @@ class SimulatorBackend:
 
     def memory_snapshot(self) -> MemorySnapshot:
         """``allocator.snapshot()``."""
-        from ..device.runtime import allocator
+        from ..device.memory.runtime import allocator
 
         return allocator.snapshot()
 
     def memory_version(self) -> Hashable | None:
         """Allocation, free, OOM and segment-free counts, capacity, the newest timeline sample, the phases."""
-        from ..device.runtime import allocator
+        from ..device.memory.runtime import allocator
 
         return allocator.version()
 
     def reset_peak_memory(self) -> None:
         """``allocator.reset_peaks()``."""
-        from ..device.runtime import allocator
+        from ..device.memory.runtime import allocator
 
         allocator.reset_peaks()
 
     def empty_cache(self) -> int | None:
         """``allocator.empty_cache()``: the bytes released."""
-        from ..device.runtime import allocator
+        from ..device.memory.runtime import allocator
 
         return int(allocator.empty_cache())
 

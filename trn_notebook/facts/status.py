@@ -18,7 +18,7 @@ import torch
 from .. import facts
 from .. import state as _state
 from ..device.config import get_config
-from ..device.runtime import get_chip
+from ..device.memory.runtime import get_chip
 from ..display.format import fmt_bytes, fmt_compile, fmt_compile_brief
 from .base import NA
 
@@ -180,7 +180,7 @@ def _state_key() -> tuple[Any, ...] | None:
     ]  # fmt: skip
     if any(v is None for v in versions):
         return None
-    from ..device.numerics import numerics
+    from ..device.numerics.policy import numerics
 
     # current_device() allocates nothing
     return (*versions, get_chip(), current_device(), get_config(), numerics.policy)

@@ -21,7 +21,7 @@ from .base import NA, OpPlacement, Placement, SimulatorOnlyError, simulator_only
 
 if TYPE_CHECKING:
     from ..compiler.compile_log import CompileRecord
-    from ..device.allocator import MemorySnapshot
+    from ..device.memory.allocator import MemorySnapshot
 
 DEFAULT_NEFF_CACHE = "/tmp/neff_cache"
 MAX_CACHE_ENTRIES = 2_000  # NEFF cache entries listed (the directory can be large on a shared instance)
@@ -101,7 +101,7 @@ class TorchNeuronBackend:
     def memory_snapshot(self) -> MemorySnapshot:
         """``memory_stats()`` as a :class:`MemorySnapshot`; capacity from the device card; no phases, timeline
         or OOM events (those are the simulator's)."""
-        from ..device.allocator import MemoryCounters, MemorySnapshot
+        from ..device.memory.allocator import MemoryCounters, MemorySnapshot
 
         stats = self.memory_stats()
         counters = MemoryCounters(**{k: int(stats.get(key, 0)) for k, key in _STAT_KEYS.items()})

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from .. import facts
-from ..device.policy import policy
-from ..device.runtime import get_chip
+from ..device.memory.runtime import get_chip
+from ..device.ops.policy import policy
 from ..display.format import plural
 from ..facts.base import NA
 

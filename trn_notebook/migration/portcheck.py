@@ -42,7 +42,7 @@ RULES: dict[str, str] = {
     "trn_notebook.device.policy.": _PLACEMENT,
     "trn_notebook.device.clocks": _CLOCKS,
     "trn_notebook.device.clocks.": _CLOCKS,
-    "trn_notebook.device.runtime.": _MEMORY,
+    "trn_notebook.device.memory.runtime.": _MEMORY,
     "trn_notebook.device.allocator": _MEMORY,
     "trn_notebook.device.override": "none: the cost model and device configuration are the simulator's",
     "trn_notebook.device.set_config": "none: the cost model and device configuration are the simulator's",

@@ -24,8 +24,8 @@ import torch
 from .. import state as _state
 from ..device import costmodel as device_costmodel
 from ..device.clocks import clocks
+from ..device.memory.runtime import host_view, wrap
 from ..device.placement import placement_log
-from ..device.runtime import host_view, wrap
 from .jit import Kernel, as_kernel
 
 CATEGORY = "custom_kernel"

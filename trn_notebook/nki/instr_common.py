@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from ..device.numerics_ops import tile_cast
+from ..device.numerics.calls import tile_cast
 from .errors import describe, fail, kernel_line
 from .simulator import SimContext
 from .tensor import NkiTensor, psum, sbuf

@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from ..device.numerics_ops import check_activation_range
+from ..device.numerics.calls import check_activation_range
 from . import costmodel as cm
 from .errors import fail
 from .instr_common import (

@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from ..device.numerics_ops import tile_cast
+from ..device.numerics.calls import tile_cast
 from . import costmodel as cm
 from .errors import fail
 from .instr_common import (

@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from ..device.runtime import get_chip
+from ..device.memory.runtime import get_chip
 from .costmodel import core_spec
 from .errors import NkiError
 from .report import KernelReport, combine
@@ -45,7 +45,7 @@ def _to_torch(a: Any, meta: bool) -> tuple[Any, str]:
     if isinstance(a, torch.Tensor):
         kind = "neuron" if a.device.type == "neuron" else "torch"
         if kind == "neuron":
-            from ..device.runtime import host_view
+            from ..device.memory.runtime import host_view
 
             a = host_view(a)
         if meta and a.device.type != "meta":
@@ -167,7 +167,7 @@ def _outputs(result: Any, kinds: set[str], meta: bool, name: str) -> Any:
                 stacklevel=4,
             )
         if "neuron" in kinds and not meta:
-            from ..device.runtime import wrap
+            from ..device.memory.runtime import wrap
 
             t = wrap(t)
         elif "numpy" in kinds and "torch" not in kinds and not meta:

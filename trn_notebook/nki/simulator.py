@@ -181,7 +181,7 @@ class SimContext:
         """Refuse an HBM tensor the device cannot hold next to what it holds already, or (computed runs)
         the host memory backing the simulator cannot give: a kernel must end in an error, never in the
         host's OOM killer. Raises :class:`NkiCapacityError` with the figures."""
-        from ..device import hostmem, runtime
+        from ..device.memory import hostmem, runtime
         from ..display.format import fmt_bytes
 
         nbytes = math.prod(shape) * dtype.itemsize

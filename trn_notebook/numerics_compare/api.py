@@ -16,7 +16,7 @@ import torch
 
 from .. import state as _state
 from ..aws_ratio import THRESHOLD, numerics_ratio
-from ..device.numerics import NumericsPolicy, numerics_policy, numerics_scope, parse_numerics
+from ..device.numerics.policy import NumericsPolicy, numerics_policy, numerics_scope, parse_numerics
 from .capture import Capture, capture, copy_as, first_tensor, source_line, to_device
 from .debug import first_differing_op
 from .generation import check_generation

@@ -41,7 +41,7 @@ class NumericsComparison(Result):
     """CPU FP32 vs CPU BF16 vs neuron (and compiled) per module, judged by AWS's ratio against ``threshold``."""
 
     model: str
-    policy: Any  # trn_notebook.device.numerics.NumericsPolicy (frozen)
+    policy: Any  # trn_notebook.device.numerics.policy.NumericsPolicy (frozen)
     threshold: float
     rows: list[ModuleRow]
     heatmaps: dict[str, Heatmap]

@@ -98,7 +98,7 @@ def decoder_layers(model: nn.Module) -> list[nn.Module]:
 
 @contextmanager
 def _chip(spec: ChipSpec) -> Iterator[None]:
-    from ..device import runtime
+    from ..device.memory import runtime
 
     saved = runtime.state.chip
     runtime.state.chip = spec  # the cost model's chip for this dry run (capacity is the dry allocator's own)

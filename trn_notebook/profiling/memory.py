@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import locks as _locks
 from .. import state as _state
-from ..device.runtime import allocator
+from ..device.memory.runtime import allocator
 from ..device.source_lines import is_user_file, source_line
 from ..limits import LimitError, check_json_shape, read_limited
 from ..outfiles import check_writable, refuse_foreign, write_atomic

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from ..device.runtime import block_address
+from ..device.memory.runtime import block_address
 
 OWNERS = ("parameters", "gradients", "optimizer state", "activations", "workspace")
 IDENTIFIED, GUESSED, UNRECORDED = "identified", "guessed", "unrecorded"

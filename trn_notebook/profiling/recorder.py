@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 from .. import locks as _locks
 from .. import state as _state
 from ..device.clocks import clocks
-from ..device.runtime import allocator, state
+from ..device.memory.runtime import allocator, state
 from ..device.source_lines import SourceLine, source_line, user_frame
 from ..device.timeline_events import Event, moved_bytes
 

@@ -8,9 +8,9 @@ from .. import envvars, facts
 from ..device import register
 from ..device.chips import CHIPS as CHIP_SPECS
 from ..device.config import get_config, set_config
-from ..device.numerics import numerics as _numerics
-from ..device.numerics import numerics_policy, parse_numerics
-from ..device.runtime import get_chip, set_chip
+from ..device.memory.runtime import get_chip, set_chip
+from ..device.numerics.policy import numerics as _numerics
+from ..device.numerics.policy import numerics_policy, parse_numerics
 from ..display.results import Card, fmt_bytes
 from ..facts.base import NA
 from ..facts.status import current_device
@@ -107,7 +107,7 @@ def _hardware_card(device: str, backend: facts.Backend) -> Card:
 
 def _host_row() -> str:
     """The host guard: the simulated HBM is host memory, refused (simulated OOM) before the host runs out."""
-    from ..device import hostmem
+    from ..device.memory import hostmem
 
     avail = hostmem.available_bytes()
     if avail is None:
@@ -131,7 +131,7 @@ def use_device(
 
     For ``"neuron"``: registers the device if needed, selects the chip model / logical cores when
     given, and sets launch blocking, eager fusion and the numerics policy (``"trainium,autocast=matmult"``,
-    see :func:`~trn_notebook.device.numerics.parse_numerics`) when given (``None`` keeps the current value).
+    see :func:`~trn_notebook.device.numerics.policy.parse_numerics`) when given (``None`` keeps the current value).
     Raises ``ValueError`` for an unknown device, chip or numerics spec, or a core count out of range.
     """
     if name == "cpu":

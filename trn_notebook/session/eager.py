@@ -23,8 +23,8 @@ from .. import facts
 from .. import state as _state
 from ..device.clocks import clocks
 from ..device.config import override
+from ..device.memory.runtime import allocator
 from ..device.placement import placement_log
-from ..device.runtime import allocator
 from ..display.format import fmt_ms, fmt_pct
 from ..display.results import Card, Result, Table, fmt_bytes, fmt_s
 from ..facts.base import OpPlacement, Placement

@@ -42,7 +42,7 @@ def status() -> Card:
 
 def _numerics_rows() -> list[tuple[str, str]]:
     """The numerics mode and, one row each, the parts of the policy the Neuron docs do not publish."""
-    from ..device.numerics import numerics_policy
+    from ..device.numerics.policy import numerics_policy
 
     policy = numerics_policy()
     rows = [("numerics", policy.label())]

@@ -21,7 +21,7 @@ import traitlets
 
 from .. import facts
 from .. import locks as _locks
-from ..device.allocator import MemoryCounters, MemorySnapshot
+from ..device.memory.allocator import MemoryCounters, MemorySnapshot
 from ..display import fallback
 from ..display.format import fmt_bytes, fmt_s
 from ..session.events import CellFinished, cell_finished

@@ -101,5 +101,5 @@ def no_cpu_kernel_error(name: str, where: str, exc: BaseException) -> NotImpleme
         f"other layouts), and the neuron device runs ops it has no kernel for through the CPU's, so it cannot "
         f"run it (called from {where}). Run this step on the CPU (x.cpu()); if a PyTorch module reached it for "
         f"you (as nn.LSTM reaches aten::_thnn_fused_lstm_cell), it needs a decomposition record in "
-        f"trn_notebook/device/accelerator_ops.py. PyTorch said: {str(exc).splitlines()[0]}"
+        f"trn_notebook/device/ops/accelerator_ops.py. PyTorch said: {str(exc).splitlines()[0]}"
     )

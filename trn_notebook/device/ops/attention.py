@@ -114,6 +114,3 @@ def sdpa(
 def register_attention(lib: torch.library.Library) -> None:
     """Register :func:`sdpa` for the ``AutogradPrivateUse1`` key on ``lib`` (an ``aten`` IMPL library)."""
     lib.impl("scaled_dot_product_attention", sdpa, "AutogradPrivateUse1")
-    from .varlen_attention import register_varlen_attention
-
-    register_varlen_attention(lib)  # varlen_attn's flash kernels, per sequence (TorchNeuron 2.34: native)

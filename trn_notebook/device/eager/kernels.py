@@ -1,7 +1,7 @@
 """Direct PrivateUse1 kernels: copies, factories, value reads, storage ops and hot ops.
 
-Which ops get a direct kernel is the ``direct`` field of their record (:mod:`.op_table`).
-Everything else goes through the boxed fallback (:func:`trn_notebook.device.dispatch.run_op`).
+Which ops get a direct kernel is the ``direct`` field of their record (:mod:`..ops.op_table`).
+Everything else goes through the boxed fallback (:func:`trn_notebook.device.eager.dispatch.run_op`).
 """
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ from typing import Any
 
 import torch
 
-from . import config as _config
+from .. import config as _config
+from ..memory.runtime import _CPU_KEYSET, _set_storage, empty, host_storage, host_view, new_storage
+from ..numerics.policy import numerics as _numerics
+from ..ops.policy import REJECTED_DTYPES, policy, registry
+from ..ops.registry import memory_format_error
 from .dispatch import DirectKernel, _reject_dtype, _run, flags, op_info, record_sync, record_transfer, run_op
 from .foreach_fast import NOT_TAKEN, fresh_outputs, run_foreach
-from .numerics import numerics as _numerics
-from .policy import REJECTED_DTYPES, policy, registry
-from .registry import memory_format_error
-from .runtime import _CPU_KEYSET, _set_storage, empty, host_storage, host_view, new_storage
 
 _perf = time.perf_counter
 

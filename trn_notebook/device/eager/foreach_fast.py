@@ -1,13 +1,13 @@
 """The steady-state path of a foreach overload (torch.optim's foreach Adam/AdamW/SGD, issue 33 item 2).
 
 An optimizer step calls a handful of foreach ops, each over lists of same-dtype neuron tensors and Python
-scalars. :func:`~trn_notebook.device.dispatch.run_op` handles every argument shape an op can take (CPU
+scalars. :func:`~trn_notebook.device.eager.dispatch.run_op` handles every argument shape an op can take (CPU
 tensors, kwargs tensors, out= resizes, unwrapped scalars), at ~2.5 µs of Python per tensor. Here only that
 common shape is taken: one pass per list (placement checks and cached host views), no geometry check after
 an in-place foreach (an elementwise op over its lists never resizes or restrides them), and the outputs of a
 functional foreach (fresh tensors by schema) wrapped without searching the inputs. Anything else returns
 ``None`` and the caller runs the general path. The charge is the general path's own
-(:func:`~trn_notebook.device.dispatch._account_native` with the op's arguments): the placement log, the
+(:func:`~trn_notebook.device.eager.dispatch._account_native` with the op's arguments): the placement log, the
 clocks and every modeled figure are the same, only the wall time changes.
 """
 
@@ -18,9 +18,9 @@ from typing import Any
 
 import torch
 
+from ..memory.runtime import cached_host_view, check_representable, state, wrap
+from ..ops.policy import REJECTED_DTYPES
 from .dispatch import _account_native, _OpInfo
-from .policy import REJECTED_DTYPES
-from .runtime import cached_host_view, check_representable, state, wrap
 
 _perf = time.perf_counter
 _Tensor = torch.Tensor

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from .. import state as _state
+from ... import state as _state
 from .accelerator_ops import _LAYOUT_KEYS, has_cpu_kernel
 from .op_table import RECORDS
 from .registry import CATEGORIES, NATIVE_DTYPES, REJECTED_DTYPES, Category, OpRecord, OpRegistry, base_name

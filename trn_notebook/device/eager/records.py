@@ -23,9 +23,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import state as _state
-from .clocks import clocks
-from .placement import placement_log
+from ... import state as _state
+from ..clocks import clocks
+from ..placement import placement_log
 
 CAPACITY = 2_048  # records held before a fold (bounded memory, ~0.1 ms of folding)
 

@@ -19,20 +19,20 @@ from typing import Any
 
 import torch
 
-from .. import state as _state
-from . import config as _config
-from . import costmodel
-from . import eager_records as _records
-from .accelerator_ops import no_cpu_kernel_error
-from .clocks import clocks
+from ... import state as _state
+from .. import config as _config
+from .. import costmodel
+from ..clocks import clocks
+from ..memory.runtime import cached_host_view, check_representable, forget_host_views, host_view, rebind, state, wrap
+from ..numerics.calls import call as _numerics_call
+from ..numerics.policy import numerics as _numerics
+from ..ops.accelerator_ops import no_cpu_kernel_error
+from ..ops.policy import REJECTED_DTYPES, policy
+from ..ops.registry import NATIVE_MEMORY_FORMATS, memory_format_error
+from ..placement import placement_log
+from ..source_lines import user_frame
+from . import records as _records
 from .fallback import NeuronFallbackWarning, charge_fallback, warn_once
-from .numerics import numerics as _numerics
-from .numerics_ops import call as _numerics_call
-from .placement import placement_log
-from .policy import REJECTED_DTYPES, policy
-from .registry import NATIVE_MEMORY_FORMATS, memory_format_error
-from .runtime import cached_host_view, check_representable, forget_host_views, host_view, rebind, state, wrap
-from .source_lines import user_frame
 
 _perf = time.perf_counter
 _Tensor = torch.Tensor

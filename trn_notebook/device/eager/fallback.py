@@ -3,7 +3,7 @@ graph's host calls (``compiler/host_call.py``) both call :func:`charge_fallback`
 
 A fallback makes the host wait for the device (a sync point), copies its inputs to the host, computes there
 and copies the results back. Its modeled cost is the copies both ways plus the modeled host compute
-(:func:`~.costmodel.fallback_seconds`; never a measured time, which includes first-call warm-up and depends on
+(:func:`~..costmodel.fallback_seconds`; never a measured time, which includes first-call warm-up and depends on
 the laptop); the measured wall is kept beside it. The op is warned about once per op (not random-number ops,
 which run on the host by the simulator's design and are explained on the device card instead).
 """
@@ -15,12 +15,12 @@ from collections.abc import Sequence
 
 import torch
 
-from .. import state as _state
-from . import costmodel
-from .clocks import clocks
-from .op_table import RNG as EXPECTED_ON_HOST  # by design on the host: explained once, not warned
-from .placement import placement_log
-from .source_lines import user_frame
+from ... import state as _state
+from .. import costmodel
+from ..clocks import clocks
+from ..ops.op_table import RNG as EXPECTED_ON_HOST  # by design on the host: explained once, not warned
+from ..placement import placement_log
+from ..source_lines import user_frame
 
 
 class NeuronFallbackWarning(UserWarning):

@@ -1,7 +1,7 @@
 """How one op follows the ``trainium`` numerics policy, by its numerics class in the op registry.
 
-:func:`call` replaces the CPU kernel call of :mod:`.dispatch` while the policy is active (one check
-there: ``numerics.active``). Per class (:meth:`~.registry.OpRecord.numerics_class`):
+:func:`call` replaces the CPU kernel call of :mod:`..eager.dispatch` while the policy is active (one check
+there: ``numerics.active``). Per class (:meth:`~..ops.registry.OpRecord.numerics_class`):
 
 * ``matmul`` — floating inputs cast per auto-cast (``matmult``/``all``: FP32 operands rounded to the
   cast type; a bias, mask or addend is not a TensorE operand and is not cast), low-precision inputs
@@ -26,8 +26,11 @@ from typing import Any
 
 import torch
 
-from .. import state as _state
-from .numerics import (
+from ... import state as _state
+from ..ops.policy import policy as _registry
+from ..ops.registry import NumericsClass
+from ..source_lines import SourceLine, user_frame
+from .policy import (
     NeuronNumericsWarning,
     NumericsPolicy,
     integer_from_fp32,
@@ -36,9 +39,6 @@ from .numerics import (
     numerics,
     warn_integer_fp32,
 )
-from .policy import policy as _registry
-from .registry import NumericsClass
-from .source_lines import SourceLine, user_frame
 
 _Tensor = torch.Tensor
 LOW_FLOATS = frozenset({torch.bfloat16, torch.float16, torch.float8_e4m3fn, torch.float8_e5m2})

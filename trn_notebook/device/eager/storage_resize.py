@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from . import runtime
+from ..memory import runtime
 
 
 def _disarm(ptr: int) -> None:
@@ -77,7 +77,7 @@ def install() -> None:
         if self.device.type == "neuron":
             return resize_neuron_storage(self, int(size))
         if self.device.type == "meta":  # a shape-only storage: in a dry run, its block follows the new size
-            from .dryrun import storage_owner
+            from ..dryrun import storage_owner
 
             session = storage_owner()
             out = original(self, size)

@@ -15,8 +15,8 @@ from typing import Any
 
 import torch
 
-from .placement import placement_log
-from .policy import registry
+from ..ops.policy import registry
+from ..placement import placement_log
 
 # renorm's backward accumulates in float64 on any device but CUDA, so it joins the list.
 HOST_COMPOSITES = tuple(r.name for r in registry.records() if r.host_composite)  # from the op registry

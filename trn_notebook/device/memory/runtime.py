@@ -15,11 +15,11 @@ from typing import Any
 
 import torch
 
-from .. import locks as _locks
-from .. import state as _state
-from . import config as _config
+from ... import locks as _locks
+from ... import state as _state
+from .. import config as _config
+from ..chips import ChipSpec, get_chip_spec, with_cores
 from .allocator import Block, CachingAllocator
-from .chips import ChipSpec, get_chip_spec, with_cores
 
 DEVICE = torch.device("privateuseone", 0)  # prints as neuron:0 once renamed
 _CPU_KEYSET = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
@@ -214,7 +214,7 @@ def cached_host_view(t: torch.Tensor) -> torch.Tensor:
     """Like :func:`host_view`, but reuses one CPU view per geometry (offset, sizes, strides, dtype).
 
     A caller whose op may change a view's geometry in place (``resize_`` of an output, ``set_``) checks it
-    afterwards and calls :func:`forget_host_views`; :func:`~trn_notebook.device.dispatch.run_op` does.
+    afterwards and calls :func:`forget_host_views`; :func:`~trn_notebook.device.eager.dispatch.run_op` does.
     """
     ptr = t.untyped_storage().data_ptr()
     entry = _owners.get(ptr)

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Literal
 
 import torch
 
-from .. import locks as _locks
+from ... import locks as _locks
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -74,7 +74,7 @@ def aws_class(op: str, category: str, always_falls_back: bool = True) -> str:
 
 
 AutocastClass = Literal["lower", "float32"]
-# How an op follows the numerics policy (device/numerics_ops.py): TensorE matmul-class, VectorE/ScalarE
+# How an op follows the numerics policy (device/numerics/calls.py): TensorE matmul-class, VectorE/ScalarE
 # elementwise, reductions, ScalarE activations with a documented valid range, scatter-with-compute
 # (elementwise for floats; integers through FP32, no integer datapath: aws-neuron-sdk EVRF060), integer-only
 # ops, data movement (no arithmetic) and ops computed by the host CPU (fallbacks: CPU numerics on hardware too).

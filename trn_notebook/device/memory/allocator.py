@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..display.format import fmt_bytes
+from ...display.format import fmt_bytes
 from . import hostmem
 from .blocks import Block, Pool, Segment, blocks, free_blocks
 from .sections import SectionedLock
@@ -489,8 +489,8 @@ def allocator_timeline_columns() -> list[str]:
 def _capacity_setting_note(capacity: int) -> str:
     """Names ``TRN_NOTEBOOK_HBM_BYTES`` when it set this capacity (a value too small to use is no import error:
     it shows here, at the first allocation that does not fit)."""
-    from .. import envvars
-    from .config import get_config
+    from ... import envvars
+    from ..config import get_config
 
     if get_config().hbm_bytes != capacity:
         return ""

@@ -16,9 +16,9 @@ from typing import Any
 
 import torch
 
-from .attention import _flash as _fwd  # the native flash-attention op sdpa runs on too
-from .attention import additive_mask
-from .runtime import host_view
+from ..memory.runtime import host_view
+from ..ops.attention import _flash as _fwd  # the native flash-attention op sdpa runs on too
+from ..ops.attention import additive_mask
 
 _bwd = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward.default
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import time
 
-from .. import state as _state
+from ... import state as _state
 
 MiB = 1 << 20
 RESERVE = 512 * MiB  # left to Python, the notebook and the OS when the simulated device is refused

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 
-from .. import locks as _locks
+from ... import locks as _locks
 
 
 class Section:

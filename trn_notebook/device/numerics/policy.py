@@ -4,7 +4,7 @@ One owner (:data:`numerics`, registered with :mod:`trn_notebook.state` as ``nume
 in force. ``trainium`` mirrors the *documented* Neuron precision policy (auto-cast mode and type, FP32
 accumulation, FP32 engine-internal math, RNE or seeded stochastic rounding, int64 → int32 downcast);
 what the docs do not publish is listed by :meth:`NumericsPolicy.assumed`. How each op follows the
-policy is its numerics class in the op registry (:mod:`.numerics_ops`). Sources: docs/numerics.md.
+policy is its numerics class in the op registry (:mod:`.calls`). Sources: docs/numerics.md.
 
 The policy is a setting (like the chip): :func:`trn_notebook.reset` keeps it; restore it with the value
 :func:`set_numerics` returns, or use :func:`numerics_scope` (``trn_notebook.numerics(...)``). Changing it
@@ -22,9 +22,9 @@ from typing import Any, Literal, get_args
 
 import torch
 
-from .. import envvars
-from .. import locks as _locks
-from .. import state as _state
+from ... import envvars
+from ... import locks as _locks
+from ... import state as _state
 
 Mode = Literal["exact", "trainium"]
 Autocast = Literal["none", "matmult", "all"]
@@ -158,7 +158,7 @@ def warn_integer_fp32(op: str, dtype: torch.dtype, engine: str, where: tuple[str
     neuronx-cc warns by default (aws-neuron-sdk release-notes/components/compiler.rst L28)."""
     import warnings
 
-    from .source_lines import user_frame
+    from ..source_lines import user_frame
 
     where = where or user_frame() or ("<unknown>", 0)
     key = (f"integer:{op}", f"{where[0]}:{where[1]}")
@@ -193,7 +193,7 @@ def _check(p: NumericsPolicy) -> None:
     if p.seed is not None and (isinstance(p.seed, bool) or not isinstance(p.seed, int) or p.seed < 0):
         raise ValueError(f"numerics seed must be a non-negative int or None, got {p.seed!r}")
     if p.chip is not None:
-        from .chips import get_chip_spec
+        from ..chips import get_chip_spec
 
         get_chip_spec(p.chip)  # raises ValueError naming the chips
 
