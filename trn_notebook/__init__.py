@@ -23,7 +23,7 @@ from .api import (  # noqa: E402
 from .device import get_chip  # noqa: E402
 from .distributed import compare_ranks  # noqa: E402, F401 - public API
 from .distributed import register as _register_distributed  # noqa: E402 - the "neuron" c10d backend
-from .dry import dryrun  # noqa: E402
+from .dry.run import dryrun  # noqa: E402
 from .facts.dynamo import route_default_compile as _route_default_compile  # noqa: E402
 from .migration import report  # noqa: E402
 from .migration.portcheck import port_check  # noqa: E402

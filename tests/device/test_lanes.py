@@ -1,4 +1,4 @@
-"""The timeline's lanes are declared once (``device/lanes.py``) and matched by thread id, never by label."""
+"""The timeline's lanes are declared once (``device/trace/lanes.py``) and matched by thread id, never by label."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import torch
 
 import trn_notebook
 from trn_notebook.device.clocks import clocks
-from trn_notebook.device.lanes import BY_KEY, LANES, lane
+from trn_notebook.device.trace.lanes import BY_KEY, LANES, lane
 from trn_notebook.profiling.merge import PID
 from trn_notebook.profiling.summary import summarize
 

@@ -1,4 +1,4 @@
-"""One typed event record (``device/timeline_events.py``): the clock's ring and the profiler's recorder both hold
+"""One typed event record (``device/trace/events.py``): the clock's ring and the profiler's recorder both hold
 :class:`Event` s, with the modeled host time, the bytes moved and (in a profile) the user's source line."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import torch
 
 import trn_notebook  # noqa: F401 - registers the device
 from trn_notebook.device.clocks import clocks
-from trn_notebook.device.timeline_events import Event
+from trn_notebook.device.trace.events import Event
 from trn_notebook.profiling.adapter import session_of
 from trn_notebook.profiling.recorder import Record
 

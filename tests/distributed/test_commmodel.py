@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from trn_notebook.device import clocks
-from trn_notebook.device.lanes import BY_KEY
+from trn_notebook.device.trace.lanes import BY_KEY
 from trn_notebook.distributed import (
     collective_seconds,
     exposed_comm,

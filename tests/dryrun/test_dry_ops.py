@@ -87,7 +87,7 @@ class _Experts(torch.nn.Module):
 @in_fresh_process
 def test_grouped_mm_is_one_native_kernel_charged_from_its_shapes(fresh_device) -> None:
     import trn_notebook
-    from trn_notebook.device.dry_host_shapes import GROUPED_MM_ASSUMED
+    from trn_notebook.device.dry.host_shapes import GROUPED_MM_ASSUMED
 
     model, x = _Experts(), torch.randn(12, 8)
     with torch.no_grad():
@@ -107,7 +107,7 @@ def test_grouped_mm_is_one_native_kernel_charged_from_its_shapes(fresh_device) -
 @in_fresh_process
 def test_compiled_grouped_mm_lowers_and_states_its_assumption(fresh_compiler) -> None:
     import trn_notebook
-    from trn_notebook.device.dry_host_shapes import GROUPED_MM_ASSUMED
+    from trn_notebook.device.dry.host_shapes import GROUPED_MM_ASSUMED
 
     # bf16 (torch's meta kernel, which dynamo traces with, takes only bf16) and 16-byte-aligned rows (n = 8)
     model, x = _Experts(8).to(torch.bfloat16), torch.randn(12, 8, dtype=torch.bfloat16)

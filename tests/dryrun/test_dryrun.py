@@ -8,7 +8,7 @@ import torch
 import trn_notebook
 from trn_notebook.device.memory.runtime import allocator
 from trn_notebook.device.placement import placement_log
-from trn_notebook.dry import DryRunError
+from trn_notebook.dry.run import DryRunError
 
 
 def test_dry_figures_do_not_touch_the_session(fresh_device) -> None:

@@ -40,7 +40,7 @@ def _tiny_model() -> torch.nn.Module:
     return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
 
 
-def _dry_step() -> trn_notebook.dry.DryRun:
+def _dry_step() -> trn_notebook.dry.run.DryRun:
     with trn_notebook.dryrun("sequence") as run:
         model = _tiny_model().to("neuron")
         model(torch.randn(2, 8, device="neuron")).sum().backward()

@@ -22,10 +22,13 @@ _WATCHING = [False]
 _STARTED: list[str] = []
 
 
-def _audit(event: str, args: tuple) -> None:
-    """Records every process start (subprocess, multiprocessing, os.exec/spawn) while a test watches."""
-    if _WATCHING[0] and event in {"subprocess.Popen", "os.posix_spawn", "os.exec", "os.fork", "os.spawn"}:
-        _STARTED.append(f"{event} {args[:2]!r}")
+def _audit(event: str, args: tuple, watching: list[bool] = _WATCHING, started: list[str] = _STARTED) -> None:
+    """Records every process start (subprocess, multiprocessing, os.exec/spawn) while a test watches.
+
+    The lists are bound as defaults: at interpreter exit the module's globals are cleared while the hook lives on.
+    """
+    if watching[0] and event in {"subprocess.Popen", "os.posix_spawn", "os.exec", "os.fork", "os.spawn"}:
+        started.append(f"{event} {args[:2]!r}")
 
 
 sys.addaudithook(_audit)  # audit hooks cannot be removed; this one only records while _WATCHING

@@ -8,7 +8,7 @@ import torch.distributed as dist
 
 import trn_notebook
 from trn_notebook.device import clocks
-from trn_notebook.device.lanes import BY_KEY
+from trn_notebook.device.trace.lanes import BY_KEY
 from trn_notebook.profiling import kineto
 from trn_notebook.profiling.merge import PID
 

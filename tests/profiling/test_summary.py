@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import trn_notebook
-from trn_notebook.device.lanes import BY_KEY
+from trn_notebook.device.trace.lanes import BY_KEY
 from trn_notebook.profiling import NeuronConfig, NoDeviceActivity, ProfileMode, TraceFormatError, why_slow
 from trn_notebook.profiling.merge import PID
 

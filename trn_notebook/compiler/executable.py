@@ -16,9 +16,10 @@ from typing import Any
 
 import torch
 
-from ..device import costmodel, dryrun
+from ..device import costmodel
 from ..device.clocks import clocks
-from ..device.dry_host_shapes import GROUPED_MM_ASSUMED
+from ..device.dry import session as dryrun
+from ..device.dry.host_shapes import GROUPED_MM_ASSUMED
 from ..device.memory.runtime import allocator, cached_host_view, wrap
 from ..device.placement import placement_log
 from .codegen import Program

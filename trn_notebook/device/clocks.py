@@ -19,8 +19,8 @@ from typing import Any
 
 from .. import locks as _locks
 from .. import state as _state
-from .lanes import BY_KEY, thread_names
-from .timeline_events import Event, moved_bytes
+from .trace.events import Event, moved_bytes
+from .trace.lanes import BY_KEY, thread_names
 
 TIMELINE_CAPACITY = 20_000
 
@@ -264,7 +264,7 @@ class Clocks:
 
     def chrome_trace(self, since_s: float = 0.0) -> dict[str, Any]:
         """The timeline as Chrome/Perfetto trace JSON (``traceEvents``; µs; pid 0), each event on the lane of
-        its kind (:data:`~.lanes.LANES`: eager ops, compiled graphs, host, collectives, syncs), the lanes
+        its kind (:data:`~.trace.lanes.LANES`: eager ops, compiled graphs, host, collectives, syncs), the lanes
         named by ``thread_name`` metadata.
 
         ``since_s``: only events ending at or after that modeled time.

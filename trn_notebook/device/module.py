@@ -10,7 +10,7 @@ import torch
 
 from ..display.format import fmt_bytes as _fmt
 from .clocks import clocks
-from .dryrun import active as dry_active
+from .dry.session import active as dry_active
 from .eager.dispatch import record_sync
 from .memory.allocator import CachingAllocator
 from .memory.runtime import allocator, get_chip, state

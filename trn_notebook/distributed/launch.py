@@ -65,7 +65,9 @@ def _rank_main(
     import torch
     import torch.distributed as dist
 
-    import trn_notebook  # noqa: F401 - registers the device and the "neuron" backend
+    from .rank_setup import prepare_rank
+
+    prepare_rank()  # the device, the "neuron" backend, the compile route, the profiler lanes
 
     torch.set_num_threads(1)
     _dump_stacks_on_request(error_dir, rank)

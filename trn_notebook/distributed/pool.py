@@ -27,7 +27,7 @@ from typing import Any
 
 from .. import envvars
 from .. import state as _state
-from ..device.lanes import thread_names
+from ..device.trace.lanes import thread_names
 from .launch import RankError, RanksTimeout
 from .netns import PrivateNet, private_net
 from .reaper import die_with_parent, kill_descendants, kill_group
@@ -132,7 +132,9 @@ def _worker_main(
     import torch
     import torch.distributed as dist
 
-    import trn_notebook  # noqa: F401 - the device and the "neuron" backend
+    from .rank_setup import prepare_rank
+
+    prepare_rank()  # the device, the "neuron" backend, the compile route, the profiler lanes
 
     from ..device.clocks import clocks
     from ..device.placement import placement_log

@@ -96,7 +96,7 @@ class TrnMagics(Magics):
         result.raise_error()
 
     def _cmd_dryrun(self, args: argparse.Namespace, cell: str) -> None:
-        from ..dry import dryrun
+        from ..dry.run import dryrun
 
         count = current_cell_number(self.shell)
         try:

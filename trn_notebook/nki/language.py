@@ -23,6 +23,7 @@ from .tensor import (
     MemoryRegion,
     NkiTensor,
     bfloat16,
+    bind_tile_ops,
     bool_,
     ds,
     float8_e4m3,
@@ -364,6 +365,8 @@ sign = _u("sign")
 ceil = _u("ceil")
 floor = _u("floor")
 trunc = _u("trunc")
+
+bind_tile_ops({name: globals()[name] for name in (*BINARY, "negative")})  # a + b is add(a, b), -a is negative(a)
 
 __all__ = [
     "bool_", "int8", "int16", "int32", "uint8", "uint16", "uint32", "float16", "float32", "bfloat16",

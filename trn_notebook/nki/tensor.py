@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 import itertools
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -76,6 +77,20 @@ def sentinel(dtype: torch.dtype) -> float | int | bool:
 
 _ids = itertools.count(1)
 _state.register("nki_tensor_ids", _state.Globals(__name__, "_ids"), reset=False)  # ids stay unique
+
+TILE_OPS: dict[str, Callable[..., NkiTensor]] = {}
+"""The ``nl`` function behind each tile operator (``a + b`` is ``nl.add``), by name. :mod:`.language` binds its
+functions here when it is imported, so this module never imports it (the registry shape of
+``torch/_dynamo/backends/registry.py``)."""
+
+
+def bind_tile_ops(ops: dict[str, Callable[..., NkiTensor]]) -> None:
+    """Make ``ops`` the functions the tile operators call (called once, by :mod:`.language` at import)."""
+    TILE_OPS.update(ops)
+
+
+def _tile_op(name: str) -> Callable[..., NkiTensor]:
+    return TILE_OPS[name]  # bound at import: the package's __init__ imports nki.language before any kernel runs
 
 
 class Storage:
@@ -239,9 +254,7 @@ class NkiTensor:
 
     # -- operators: NKI's tile arithmetic, each the nl function of the same name (a new SBUF tile) -------------
     def _binary(self, name: str, other: Any, reverse: bool = False) -> NkiTensor:
-        from . import language as nl
-
-        fn = getattr(nl, name)
+        fn = _tile_op(name)
         return fn(other, self) if reverse else fn(self, other)
 
     def __add__(self, other: Any) -> NkiTensor:
@@ -333,9 +346,7 @@ class NkiTensor:
 
     def __neg__(self) -> NkiTensor:
         """``-a``: ``nl.negative(a)``."""
-        from . import language as nl
-
-        return nl.negative(self)
+        return _tile_op("negative")(self)
 
     def __matmul__(self, other: Any) -> NkiTensor:
         raise fail("`a @ b` is not a tile operator in NKI; use nl.matmul(a, b) (into PSUM) or nisa.nc_matmul")

@@ -17,9 +17,10 @@ from typing import Any
 import torch
 
 from ..device.chips import get_chip_spec, with_cores
-from ..device.dry_memory import CATEGORIES
+from ..device.dry.memory import CATEGORIES
 from ..display.format import fmt_bytes, fmt_s
 from ..display.results import Message, Result, Table
+from ..display.views import view_for
 from .layouts import DEFAULT_LAYOUTS, Layout, Workload, parse_layouts
 from .run import LayoutRun, ModelSource, run_layout
 
@@ -90,9 +91,7 @@ class PlanResult(Result):
 
     def widget(self) -> Any:
         """The plan as a widget: stacked memory bars per layout against the capacity line, and the step time."""
-        from ..widgets.plan import PlanView
-
-        return PlanView(self)
+        return view_for(self)
 
     def parts(self) -> list[Result]:
         """The one rendering of a plan (text, HTML, ``%trn plan``)."""

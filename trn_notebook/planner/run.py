@@ -23,7 +23,7 @@ from torch import nn
 
 from ..device.chips import ChipSpec
 from ..device.clocks import clocks
-from ..dry import DryRun, dryrun
+from ..dry.run import DryRun, dryrun
 from .layouts import Layout, Workload
 
 _COLWISE = ("q_proj", "k_proj", "v_proj", "gate_proj", "up_proj")

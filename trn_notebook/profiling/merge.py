@@ -18,8 +18,8 @@ from array import array
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
-from ..device.lanes import LANES, lane, thread_names
 from ..device.source_lines import SourceLine
+from ..device.trace.lanes import LANES, lane, thread_names
 from . import kineto
 from .kineto import CAT_GRAPH, CAT_KERNEL, CAT_MEMCPY, STREAM_COMM, STREAM_COMPUTE, STREAM_DMA, TRACE_SEPARATORS
 from .link import link, simulator_kernels

@@ -23,7 +23,7 @@ from .. import state as _state
 from ..device.clocks import clocks
 from ..device.memory.runtime import allocator, state
 from ..device.source_lines import SourceLine, source_line, user_frame
-from ..device.timeline_events import Event, moved_bytes
+from ..device.trace.events import Event, moved_bytes
 
 MAX_EVENTS = 1_000_000
 """Records kept per profile; beyond this the oldest are dropped, a warning and the trace say how many."""
@@ -56,7 +56,7 @@ class Session:
 
 
 class Record(NamedTuple):
-    """One recorded simulator event: the timeline's :class:`~trn_notebook.device.timeline_events.Event` (with its user
+    """One recorded simulator event: the timeline's :class:`~trn_notebook.device.trace.events.Event` (with its user
     source line) plus what places it among torch's own events: the wall time, the OS thread, the clock's
     detail (a compiled graph's executable, a transfer's byte counts) and the HBM counters after it."""
 

@@ -16,10 +16,12 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch.profiler import ProfilerActivity
 
-from . import NeuronConfig, ProfileMode, profile_table
+from ..display.views import view_for
 from .adapter import session_of
+from .config import NeuronConfig, ProfileMode
 from .export import save_trace_dict, trace_dict
 from .summary import Summary, summarize
+from .table import profile_table
 from .traceio import load_trace
 
 if TYPE_CHECKING:
@@ -88,14 +90,12 @@ class ProfileResult:
 
     def widget(self) -> Any:
         """The timeline widget over this trace."""
-        from ..widgets.timeline import TimelineWidget
-
-        return TimelineWidget(self.trace)
+        return view_for(self)
 
 
 def _apply_modes(trace: dict[str, Any], config: NeuronConfig) -> None:
     """Drop lanes whose :class:`ProfileMode` was not requested."""
-    from ..device.lanes import lane
+    from ..device.trace.lanes import lane
     from .merge import PID
 
     keep: set[int] = {0}

@@ -14,7 +14,7 @@ import html
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..device.lanes import BY_KEY, BY_TID
+from ..device.trace.lanes import BY_KEY, BY_TID
 from ..display.format import fmt_bytes, fmt_compile, fmt_pct, fmt_s
 from .traceio import load_trace
 

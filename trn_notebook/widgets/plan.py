@@ -11,9 +11,11 @@ from typing import Any
 
 import traitlets
 
-from ..device.dry_memory import CATEGORIES
+from ..device.dry.memory import CATEGORIES
 from ..display import fallback
 from ..display.format import fmt_bytes, fmt_s
+from ..display.views import register_view
+from ..planner import PlanResult
 from ._base import STATIC, TrnWidget
 
 
@@ -61,3 +63,6 @@ class PlanView(TrnWidget):
     def fallback_text(self) -> str:
         """The plan's own text."""
         return str(self._result.text())
+
+
+register_view(PlanResult, PlanView)  # PlanResult.widget()

@@ -16,8 +16,10 @@ from typing import Any
 import numpy as np
 import traitlets
 
-from ..device.lanes import LANES
+from ..device.trace.lanes import LANES
 from ..display.format import fmt_bytes, fmt_s
+from ..display.views import register_view
+from ..profiling.run import ProfileResult
 from ..profiling.summary import _modeled_process
 from ..profiling.traceio import load_trace
 from ._base import STATIC, TrnWidget
@@ -215,3 +217,6 @@ def _downsample(points: list[list[float]], limit: int) -> list[list[float]]:
     out = [max(points[i : i + k], key=lambda p: p[1]) for i in range(0, len(points) - 1, k)]
     out.append(points[-1])
     return out
+
+
+register_view(ProfileResult, lambda result: TimelineWidget(result.trace))  # ProfileResult.widget()

@@ -137,7 +137,7 @@ def run_stage(spec: ModelSpec, stage: str, work: DryWorkload = DryWorkload()) ->
     from ..compiler.compile_time import record_compile_s
     from ..device.chips import get_chip_spec, with_cores
     from ..device.clocks import clocks
-    from ..dry import dryrun
+    from ..dry.run import dryrun
     from ..planner.run import NO_OOM, _chip, _default_dtype
     from .stages import first_line
 

@@ -11,11 +11,16 @@ tensor viewing it sees the new bytes) by swapping data pointers with PyTorch's
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
 from ..memory import runtime
+
+META_RESIZED: list[Callable[[torch.UntypedStorage], None]] = []
+"""Called after a shape-only (``meta``) storage is resized: the dry engine (``device/dry/session.py``) registers
+its tracker's follow-up here at import, so this module never imports the dry engine above it."""
 
 
 def _disarm(ptr: int) -> None:
@@ -77,12 +82,9 @@ def install() -> None:
         if self.device.type == "neuron":
             return resize_neuron_storage(self, int(size))
         if self.device.type == "meta":  # a shape-only storage: in a dry run, its block follows the new size
-            from ..dryrun import storage_owner
-
-            session = storage_owner()
             out = original(self, size)
-            if session is not None:
-                session.tracker.retrack_storage(self)
+            for resized in META_RESIZED:
+                resized(self)
             return out
         return original(self, size)
 

@@ -3,8 +3,8 @@
 An :class:`Event` is what every timeline reader sees: its kind (the key of its lane in
 :data:`~.lanes.LANES`, so ``event.lane`` is matched by id, never by label), name, modeled start and
 duration, the modeled host clock when it was issued, the bytes it moved and the user's source line
-(:class:`~.source_lines.SourceLine`, ``None`` where nobody looked it up). The clock's bounded ring
-(:class:`~.clocks.EventRing`) returns them for the clock's Chrome trace and the distributed ledger; the
+(:class:`~..source_lines.SourceLine`, ``None`` where nobody looked it up). The clock's bounded ring
+(:class:`~..clocks.EventRing`) returns them for the clock's Chrome trace and the distributed ledger; the
 profiler's recorder keeps one per record, with a source line, for its merged trace.
 """
 
@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
+from ..source_lines import SourceLine
 from .lanes import BY_KEY, Lane
-from .source_lines import SourceLine
 
 
 class Event(NamedTuple):

@@ -3,7 +3,7 @@
 DDP runs unchanged: its Reducer forms the gradient buckets (one bucket in the first iteration, then
 rebuilt in the order the gradients became ready, ``bucket_cap_mb`` each) and all-reduces each bucket's
 flat buffer through ``c10d::allreduce_``, which the dry run charges like any collective
-(:mod:`.dry_ranks`). Three things a shape-only run lacks are supplied here, each stated:
+(:mod:`.ranks`). Three things a shape-only run lacks are supplied here, each stated:
 
 * **completed work**: the fake process group's ``FakeWork`` has a future with no value, and DDP's
   built-in all-reduce hook asserts its result is a tensor; the dry run gives each collective a
@@ -11,7 +11,7 @@ flat buffer through ``c10d::allreduce_``, which the dry run charges like any col
   (:func:`completed_work`);
 * **host bookkeeping**: the Reducer writes its rebuilt bucket indices into a CPU tensor, copies it to
   the device, broadcasts it from rank 0 and reads it back; under
-  :mod:`~trn_notebook.device.dry_host` those CPU tensors hold real values and
+  :mod:`~trn_notebook.device.dry.host` those CPU tensors hold real values and
   come back with rank 0's (the copies and the broadcast are charged as usual);
 * **the parameter-shape check** at construction (``_verify_param_shape_across_processes``: every
   rank's parameter shapes gathered and compared) is skipped: every dry rank runs rank 0's program,
@@ -27,7 +27,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from ..device.dry_dispatch import DryMode
+from ..device.dry.dispatch import DryMode
 
 
 def completed_work(out: Any) -> Any:

@@ -5,17 +5,17 @@ Fake dispatch sees an op at the Python key, *before* the backend; the real devic
 dispatcher resolves for ``PrivateUse1``. :meth:`DryMode.__torch_dispatch__` makes the same choice
 the dispatcher makes for a ``neuron`` op, in the dispatcher's order:
 
-1. a direct ``PrivateUse1`` kernel of ours (:mod:`.eager.kernels`): factories, copies, ``.item()``,
-   ``resize_``/``set_``, convolution, the hot ops (which run :func:`.eager.dispatch.run_op` anyway);
+1. a direct ``PrivateUse1`` kernel of ours (:mod:`..eager.kernels`): factories, copies, ``.item()``,
+   ``resize_``/``set_``, convolution, the hot ops (which run :func:`..eager.dispatch.run_op` anyway);
 2. a ``CompositeExplicitAutograd(NonFunctional)`` kernel: ATen's own C++ composite runs with this mode
    active, so its sub-ops come back here (``_to_copy`` becomes ``empty_strided`` + ``copy_``);
 3. a ``CompositeImplicitAutograd`` kernel (reached under ``inference_mode``): decomposed;
-4. otherwise the boxed fallback, :func:`.eager.dispatch.run_op`: the op's registry record decides native,
-   CPU fallback, host-only or unsupported exactly as :func:`.eager.dispatch._run` does, the result's shapes
-   come from ``FakeTensorMode``, and the charge is :func:`.eager.dispatch._account_native` /
-   :func:`.eager.dispatch._account_host` themselves (one cost model, :mod:`.costmodel`, for real and dry).
+4. otherwise the boxed fallback, :func:`..eager.dispatch.run_op`: the op's registry record decides native,
+   CPU fallback, host-only or unsupported exactly as :func:`..eager.dispatch._run` does, the result's shapes
+   come from ``FakeTensorMode``, and the charge is :func:`..eager.dispatch._account_native` /
+   :func:`..eager.dispatch._account_host` themselves (one cost model, :mod:`..costmodel`, for real and dry).
 
-New result storages take a block from the dry run's shape-only allocator (:mod:`.fake_alloc`).
+New result storages take a block from the dry run's shape-only allocator (:mod:`.alloc`).
 Reads of values (``.item()``, ``bool(t)``, ``.tolist()``, ``nonzero``) become findings with their
 source line (a host sync on the real device) and continue on a stated stand-in value.
 """
@@ -31,16 +31,16 @@ import torch
 from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicOutputShapeException, FakeTensor
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from . import config as _config
-from . import dry_host_shapes as _host_shapes
-from .dry_host import RealHost
-from .eager import dispatch as _d
-from .eager.kernels import _check_dtype, _check_index, _check_size
-from .fake_alloc import StorageTracker
-from .memory.runtime import state
-from .ops.policy import REJECTED_DTYPES
-from .ops.registry import NATIVE_MEMORY_FORMATS
-from .placement import placement_log
+from .. import config as _config
+from ..eager import dispatch as _d
+from ..eager.kernels import _check_dtype, _check_index, _check_size
+from ..memory.runtime import state
+from ..ops.policy import REJECTED_DTYPES
+from ..ops.registry import NATIVE_MEMORY_FORMATS
+from ..placement import placement_log
+from . import host_shapes as _host_shapes
+from .alloc import StorageTracker
+from .host import RealHost
 
 _perf = time.perf_counter
 _Tensor = torch.Tensor
@@ -175,7 +175,7 @@ class DryMode(TorchDispatchMode):
         return _Paused(self)
 
     def real_host(self) -> RealHost:
-        """A context manager: inside it real host tensors keep real values (:mod:`.dry_host`, for DDP)."""
+        """A context manager: inside it real host tensors keep real values (:mod:`.host`, for DDP)."""
         return self.host
 
     # -- routing --------------------------------------------------------------------------------
@@ -186,7 +186,7 @@ class DryMode(TorchDispatchMode):
         if func is aten._local_scalar_dense.default:  # a value read, on any device: a finding, never a raw error
             return self._item(func, args, kwargs)
         if func.namespace != "aten":
-            hook = self.hooks.get(func)  # e.g. a collective of a dry run of ranks (distributed/dry_ranks.py)
+            hook = self.hooks.get(func)  # e.g. a collective of a dry run of ranks (dry/ranks.py)
             if hook is not None:
                 return hook(func, args, kwargs, self._fake)
             return self._fake(func, args, kwargs)

@@ -1,7 +1,7 @@
 """Result shapes of the device's CPU kernels where torch's meta kernels (which a dry run's ``FakeTensorMode``
 uses) give other ones for a non-CPU device.
 
-The simulated device computes most ops with the CPU kernels on host views of its tensors (:mod:`.eager.dispatch`),
+The simulated device computes most ops with the CPU kernels on host views of its tensors (:mod:`..eager.dispatch`),
 so a real run's results have the CPU kernels' shapes; torch's meta kernels follow CUDA's for any other device.
 Where the two differ, a dry run would allocate (and charge) differently; :data:`SPECIAL` maps those ops to
 the CPU kernel's shapes. :func:`indices_on_device` lets index ops take CPU index tensors as the device does.
@@ -10,18 +10,17 @@ the CPU kernel's shapes. :func:`indices_on_device` lets index ops take CPU index
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
-if TYPE_CHECKING:
-    from .dry_dispatch import DryMode
+from .shape_mode import ShapeMode
 
 aten = torch.ops.aten
 _Tensor = torch.Tensor
 
 
-def _batch_norm_eval(mode: DryMode, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def _batch_norm_eval(mode: ShapeMode, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """``native_batch_norm`` in eval: the CPU kernel's saved mean and inverse std are empty (0,) tensors; the meta
     kernel gives them the channels' shape (as CUDA does), two more blocks per layer."""
     if args[5]:  # training: the same shapes on both
@@ -33,7 +32,7 @@ def _batch_norm_eval(mode: DryMode, func: Any, args: tuple[Any, ...], kwargs: di
     return out, empty[0], empty[1]
 
 
-def _batch_norm_backward(mode: DryMode, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def _batch_norm_backward(mode: ShapeMode, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """``native_batch_norm_backward`` with an output mask: the CPU kernel returns no tensor where the mask is off
     (the gradient of an input that needs none); the meta kernel returns a full-size one."""
     mask = args[9]
@@ -55,7 +54,7 @@ GROUPED_MM_ASSUMED = (
 )
 
 
-def _grouped_mm(mode: DryMode, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def _grouped_mm(mode: ShapeMode, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """``_grouped_mm``: the device runs it with the CPU kernel, which takes any float dtype; torch's meta kernel
     follows CUDA's (bf16 only, padded strides). The result: (M, N) for 2-D x 3-D and 3-D x 2-D, (G, M, N) for
     2-D x 2-D (G = the offsets' length) and 3-D x 3-D, contiguous, in ``out_dtype`` or the inputs' dtype."""
@@ -80,10 +79,10 @@ SPECIAL: dict[Any, Callable[..., Any]] = {
 }
 
 
-def indices_on_device(mode: DryMode, args: tuple[Any, ...], device: torch.device) -> tuple[Any, ...]:
+def indices_on_device(mode: ShapeMode, args: tuple[Any, ...], device: torch.device) -> tuple[Any, ...]:
     """CPU index tensors of an index op, as uncharged shape-only ``device`` tensors of the same geometry.
 
-    The device reads CPU indices on the host as they are (:func:`.eager.dispatch._run`); ``FakeTensorMode`` rejects a
+    The device reads CPU indices on the host as they are (:func:`..eager.dispatch._run`); ``FakeTensorMode`` rejects a
     CPU tensor next to a ``neuron`` one in the ``_out`` and in-place index ops, so their shapes are computed
     with stand-ins.
     """

@@ -1,7 +1,7 @@
 """The timeline's lanes, declared once (issue 29 item 4).
 
 Every trace we build or read names its lanes from :data:`LANES`: the clock's own Chrome trace
-(:meth:`~.clocks.Clocks.chrome_trace`, what ``trn_notebook.save_trace`` writes and each rank of the
+(:meth:`~..clocks.Clocks.chrome_trace`, what ``trn_notebook.save_trace`` writes and each rank of the
 rank pool sends), the profiler's merged trace (:mod:`trn_notebook.profiling.merge`), its summary, the
 timeline widget and the rank pool's merged trace. A lane is matched by its thread id (``tid``), never
 by its label; the label is only what a trace viewer shows. A clock event's kind (``"op"``, ``"graph"``,

@@ -1,7 +1,7 @@
 """Memory by category at a dry run's allocated peak: parameters, gradients, optimizer state, activations …
 
 The categories are torch's own (``torch.distributed._tools.mem_tracker``'s reference types), decided
-for each storage live at the peak (:attr:`~.fake_alloc.StorageTracker.peak_live`), first match wins:
+for each storage live at the peak (:attr:`~.alloc.StorageTracker.peak_live`), first match wins:
 
 1. **parameters** (and buffers): storages of the tracked modules' parameters and buffers at the end of
    the run; for FSDP2 modules (``fully_shard``) both the local shards and the unsharded parameters the
@@ -25,7 +25,7 @@ import torch
 from torch import nn
 from torch._subclasses.fake_tensor import is_fake
 
-from .fake_alloc import Identity, StorageTracker
+from .alloc import Identity, StorageTracker
 
 CATEGORIES = ("parameters", "gradients", "optimizer state", "activations", "temporaries", "collective buffers")
 

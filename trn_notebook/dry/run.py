@@ -23,16 +23,16 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
-from .device.clocks import ClockSnapshot
-from .device.dry_dispatch import DryRunError, Finding
-from .device.dry_memory import CATEGORIES, MemoryCategories
-from .device.dryrun import DryFigures, DrySession, active, dry_runs, is_dry
-from .device.fake_alloc import Crossing
-from .device.memory.allocator import MemorySnapshot, OutOfDeviceMemory
-from .display.format import fmt_bytes, fmt_compile, fmt_pct, fmt_s, plural
-from .display.results import Preformatted, Result
-from .facts.base import Placement
-from .facts.simulator import placement_of
+from ..device.clocks import ClockSnapshot
+from ..device.dry.alloc import Crossing
+from ..device.dry.dispatch import DryRunError, Finding
+from ..device.dry.memory import CATEGORIES, MemoryCategories
+from ..device.dry.session import DryFigures, DrySession, active, dry_runs, is_dry
+from ..device.memory.allocator import MemorySnapshot, OutOfDeviceMemory
+from ..display.format import fmt_bytes, fmt_compile, fmt_pct, fmt_s, plural
+from ..display.results import Preformatted, Result
+from ..facts.base import Placement
+from ..facts.simulator import placement_of
 
 DRY = "DRY RUN (shape only; every figure modeled, nothing measured)"
 
@@ -56,7 +56,7 @@ class DryRun(Result):
         self.oom: OutOfDeviceMemory | None = None
         self.ranks: Any = None
         if world_size is not None or mesh_shape is not None:
-            from .distributed.dry_ranks import DryRanks
+            from .ranks import DryRanks
 
             n = world_size if world_size is not None else int(math.prod(mesh_shape or (1,)))
             self.ranks = DryRanks(n, mesh_shape, mesh_dim_names)
@@ -160,7 +160,7 @@ class DryRun(Result):
         names = {n.removeprefix("graph:") for n in self.figures.placement if n.startswith("graph:")}
         if not names:
             return []
-        from .compiler.compile_log import compile_log
+        from ..compiler.compile_log import compile_log
 
         return [r for r in compile_log.snapshot() if r.graph_name in names]
 
@@ -193,7 +193,7 @@ class DryRun(Result):
         ]
         compiled = self.compiled
         if compiled:
-            from .compiler.compile_time import record_compile_s
+            from ..compiler.compile_time import record_compile_s
 
             by_kind: dict[str, int] = {}
             for r in compiled:
@@ -361,10 +361,10 @@ def dryrun(
     (the run keeps it as :attr:`DryRun.oom`).
 
     ``world_size`` (and optionally ``mesh_shape``/``mesh_dim_names``): a dry run of ranks
-    (:mod:`trn_notebook.distributed.dry_ranks`): torch's fake process group and ``run.mesh``, a
+    (:mod:`trn_notebook.dry.ranks`): torch's fake process group and ``run.mesh``, a
     ``DeviceMesh("neuron", mesh_shape)``, for DDP / ``fully_shard`` / ``parallelize_module``; each collective
     charged with the α–β model; ``RuntimeError`` if a process group already exists. ``categories``
-    (default: on for ranks) keeps memory by category at the peak (:mod:`trn_notebook.device.dry_memory`;
+    (default: on for ranks) keeps memory by category at the peak (:mod:`trn_notebook.device.dry.memory`;
     name the model and optimizer with ``run.track(model, opt)``).
     """
     return DryRun(

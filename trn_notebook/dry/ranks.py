@@ -5,12 +5,12 @@ process group (``torch.testing._internal.distributed.fake_pg.FakeStore``, backen
 collective returns at once with the right shapes and no data) and a ``DeviceMesh("neuron", …)``
 outside the fake mode, then runs rank 0's program shape-only. Each collective is charged on the dry
 run's modeled clocks with the same α–β model and the same payload rule as a real collective on the
-simulator (:func:`~.commmodel.collective_seconds`; the bytes by the real backend's rule,
+simulator (:func:`~..distributed.commmodel.collective_seconds`; the bytes by the real backend's rule,
 :func:`payload_bytes`: the gathered result of an all-gather, the input of a reduce-scatter, the
 buffer of an all-reduce), on the fabric the group's ranks span. DDP runs as it is
-(:mod:`.dry_ddp`: its Reducer's buckets, each bucket's all-reduce). The
+(:mod:`.ddp`: its Reducer's buckets, each bucket's all-reduce). The
 compute queue waits for the collectives at ``wait_tensor`` and at an optimizer step, as on the
-simulator (:mod:`.backend`). Ranks are symmetric, so rank 0's figures are every rank's.
+simulator (:mod:`..distributed.backend`). Ranks are symmetric, so rank 0's figures are every rank's.
 """
 
 from __future__ import annotations
@@ -24,12 +24,12 @@ import torch
 import torch.distributed as dist
 
 from ..device.clocks import clocks
-from ..device.dry_dispatch import DryMode
-from ..device.fake_alloc import StorageTracker
-from . import backend as _backend
-from .commmodel import collective_seconds, fabric_for
-from .dry_ddp import DdpPatches, completed_work
-from .ledger import CommRecord, exposed_comm
+from ..device.dry.alloc import StorageTracker
+from ..device.dry.dispatch import DryMode
+from ..distributed import backend as _backend
+from ..distributed.commmodel import collective_seconds, fabric_for
+from ..distributed.ledger import CommRecord, exposed_comm
+from .ddp import DdpPatches, completed_work
 
 _KIND = {
     "broadcast": "broadcast", "allreduce": "all_reduce", "all_reduce": "all_reduce", "reduce": "reduce",
@@ -59,7 +59,7 @@ def _tensors(x: Any) -> list[torch.Tensor]:
 
 
 def payload_bytes(kind: str, args: tuple[Any, ...], out: Any) -> int:
-    """The bytes a collective is charged for: the real backend's rule (:func:`.backend._payload_bytes`, the
+    """The bytes a collective is charged for: the real backend's rule (:func:`..distributed.backend._payload_bytes`, the
     larger of the tensors this rank gives and receives, by element count), over the op's first two
     arguments and its result, so a functional collective (whose output is its result) is measured the same.
 

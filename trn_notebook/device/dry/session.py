@@ -1,9 +1,9 @@
 """A dry run of the device: shape-only ``neuron`` tensors, every op charged as on the real device.
 
 :class:`DrySession` is the machinery behind :func:`trn_notebook.dryrun`: on entry it pushes torch's
-``FakeTensorMode`` (tensors become shape-only) and :class:`~.dry_dispatch.DryMode` above it (each
+``FakeTensorMode`` (tensors become shape-only) and :class:`~.dispatch.DryMode` above it (each
 ``neuron`` op routed and charged as the real device would), gives the run a fresh shape-only
-allocator (:class:`~.fake_alloc.DryAllocator`, same capacity and rules as the real one) and fresh
+allocator (:class:`~.alloc.DryAllocator`, same capacity and rules as the real one) and fresh
 placement-log and clock state, so the dry figures never mix with measured ones; on exit the real
 state comes back untouched and the dry figures stay in the session as frozen snapshots.
 
@@ -22,16 +22,17 @@ from typing import Any
 import torch
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
-from .. import state as _state
-from ..locks import ACCOUNTING
-from .clocks import ClockSnapshot, ClockState, clocks
-from .dry_dispatch import DryMode, Finding
-from .dry_modules import ModuleRestorer
-from .fake_alloc import Crossing, DryAllocator, StorageTracker
-from .memory.allocator import MemorySnapshot
-from .memory.runtime import allocator as _real_allocator
-from .memory.runtime import get_chip
-from .placement import PlacementSnapshot, placement_log
+from ... import state as _state
+from ...locks import ACCOUNTING
+from ..clocks import ClockSnapshot, ClockState, clocks
+from ..eager.storage_resize import META_RESIZED
+from ..memory.allocator import MemorySnapshot
+from ..memory.runtime import allocator as _real_allocator
+from ..memory.runtime import get_chip
+from ..placement import PlacementSnapshot, placement_log
+from .alloc import Crossing, DryAllocator, StorageTracker
+from .dispatch import DryMode, Finding
+from .modules import ModuleRestorer
 
 _active = threading.local()
 _process: list[DrySession] = []  # dry runs entered in this process (any thread), innermost last
@@ -175,6 +176,16 @@ def storage_owner() -> DrySession | None:
     if session is None and _process:
         session = _process[-1]
     return session
+
+
+def _retrack_resized(storage: torch.UntypedStorage) -> None:
+    """A shape-only storage was resized: the dry run that owns it moves its block to the new size."""
+    session = storage_owner()
+    if session is not None:
+        session.tracker.retrack_storage(storage)
+
+
+META_RESIZED.append(_retrack_resized)
 
 
 def is_dry(t: torch.Tensor) -> bool:

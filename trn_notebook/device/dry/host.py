@@ -3,7 +3,7 @@
 A dry run makes every tensor shape-only, host (CPU) tensors included. Some libraries keep bookkeeping
 in a small CPU tensor that they copy to the device, run a collective on, copy back and *read*: DDP's
 Reducer writes its rebuilt bucket indices that way and broadcasts them from rank 0. Inside
-:class:`RealHost` (entered by :meth:`~.dry_dispatch.DryMode.real_host`):
+:class:`RealHost` (entered by :meth:`~.dispatch.DryMode.real_host`):
 
 * ops whose tensors are all real host tensors run for real (no device work, nothing charged);
 * a real host tensor copied to the device leaves its device copy shape-only and charged as usual,

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 import torch
 
-from .memory.allocator import Block, CachingAllocator, segment_size
-from .source_lines import user_source
+from ..memory.allocator import Block, CachingAllocator, segment_size
+from ..source_lines import user_source
 
 Identity = tuple[int, int]  # (storage address, allocation number when first seen)
 
