@@ -35,7 +35,7 @@ def test_table_reports_an_unsupported_op_with_its_error() -> None:
         row = results_frame([run_op("cumsum", quick=True)]).iloc[0]
     finally:
         policy.clear("cumsum")
-    assert row["category"] == "unsupported"
+    assert row["category"] == "unsupported" and row["class"] == "N"
     assert row["forward"] == "fail"
     assert row["dtypes_passing"] == ""
     assert "aten::cumsum is not supported on the neuron device" in row["first_error"]
@@ -62,7 +62,23 @@ def test_summary_and_markdown_carry_the_figures() -> None:
     assert s.reasons[0][0].startswith("double: float64")
     md = to_markdown(results)
     assert "forward float32 samples passing: **2/4 (50.00%)**" in md
-    assert "| `mul` | native | float32, bfloat16, int32, bool |" in md
+    assert "| `mul` | native | Y: Native | float32, bfloat16, int32, bool |" in md
+    assert "`CPU_FALLBACK (dtypes)`" in md and "torch_api_compatibility.md" in md
+
+
+def test_class_names_the_dtypes_a_fallback_affects_in_aws_words() -> None:
+    """A fallback op's class names its dtypes as AWS's table does: all of them for an op placed on the CPU, only
+    those outside the native set for a native op (every swept dtype is native, so none is named)."""
+    from trn_notebook.compat.sweep import OpResult, Tally
+    from trn_notebook.compat.table import class_of
+
+    whole = OpResult("linalg.det", "linalg_det")
+    assert class_of(whole, "cpu_fallback") == "CPU_FALLBACK (all dtypes)"
+    assert class_of(whole, "host_only") == "Y: Host-only"
+    partial = OpResult("add", "add")
+    partial.forward.update({"float32": Tally(), "bfloat16": Tally(), "bool": Tally()})
+    assert class_of(partial, "cpu_fallback") == "CPU_FALLBACK (dtypes outside its native set)"
+    assert class_of(partial, "native") == "Y: Native" and class_of(partial, "unsupported") == "N"
 
 
 def test_unknown_op_pattern_is_a_clear_error() -> None:

@@ -70,7 +70,8 @@ def test_api_and_report_under_fake_torchneuron(tmp_path):
     report = html.unescape(out.split("REPORT", 1)[1]).replace("\\", "")  # the Markdown is escaped
     assert "TorchNeuron (torch_neuronx 2.14.0+fake) on Trainium hardware" in report
     assert "device Trainium2 (fake)" in report
-    assert "cpu_fallback 1, native 6" in report and "aten::_linalg_svd ×1 (n/a moved) at n/a" in report
+    assert "cpu_fallback 1 (CPU_FALLBACK), native 6 (Y: Native)" in report
+    assert "aten::_linalg_svd ×1 (n/a moved; CPU_FALLBACK (all dtypes)) at n/a" in report
     assert "1 graph (cache hits n/a" in report and "cold compile 1.000 s" in report
     assert "op policy overrides: n/a" in report
     assert "simulator" not in report.split("| Common ambiguity |", 1)[1].lower()  # no simulator claim on hardware

@@ -48,7 +48,10 @@ def test_credible_comparison_report_renders_on_the_fake_torchneuron(tmp_path):
         assert "2. Is the result acceptable?\n   PASS (" in report
         assert "numerics mode: Trainium hardware (TorchNeuron (torch_neuronx 2.14.0+fake))" in report
         assert "FP32 check within tolerance: max |device - CPU fp32|" in report and "assumed:" not in report
-        assert "cpu_fallback 1, native 6. Top fallbacks: aten::_linalg_svd ×1 (n/a moved) at n/a" in report
+        assert (
+            "cpu_fallback 1 (CPU_FALLBACK), native 6 (Y: Native). Top fallbacks: aten::_linalg_svd ×1 (n/a moved; CPU_FALLBACK (all dtypes)) at n/a"
+            in report
+        )
         assert "p50 wall (Trainium hardware)" in report and "p50 modeled device time not measured" in report
         assert "cold vs warm: not measured in this session (no compiled run)" in report
         assert "op policy overrides: n/a" in report

@@ -23,7 +23,7 @@ def test_report_for_a_small_model_has_every_row_with_measured_values(fresh_devic
     assert "torch 2.13.0" in run and "forward completed on neuron" in run
     assert numerics.startswith("NOT JUDGED on exact numerics") and "proves plumbing only" in numerics, numerics
     assert "atol=0.0001" in numerics and "bf16" in numerics and "FP32 check within tolerance" in numerics
-    assert "native" in placement
+    assert "native" in placement and "(Y: Native)" in placement  # our category, then AWS's published class
     assert "batch 4" in speed and "modeled device time" in speed and "synchronised" in speed
     assert "torch==2.13.0" in maintain
     md = rep.to_markdown()

@@ -25,9 +25,9 @@ from trn_notebook.widgets.tuner import as_counts, controls_spec, histogram, spec
     [(PlacementView, "placement.js"), (MemoryView, "memory.js"), (CacheView, "cache.js"), (ShapeTuner, "tuner.js")],
 )
 def test_esm_files_ship_beside_the_module_with_no_network_and_no_innerhtml(widget: type, filename: str) -> None:
-    path = STATIC / filename
-    text = path.read_text()
-    assert str(widget._esm) == text  # anywidget loads the file's contents, nothing else
+    text = (STATIC / "_dom.js").read_text() + "\n" + (STATIC / filename).read_text()
+    assert str(widget._esm) == text  # anywidget loads the shared DOM helpers and the widget's file, nothing else
+    assert "function el(" not in (STATIC / filename).read_text()  # the helpers are written once, in _dom.js
     assert "export default { render }" in text
     assert not re.search(r"^\s*import\b", text, re.M)  # no imports at all, so no CDN
     assert not re.search(r"https?://(?!www\.w3\.org/2000/svg)", text)  # only the SVG namespace

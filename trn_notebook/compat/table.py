@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from trn_notebook.device import policy
+from trn_notebook.device.ops.registry import OpRecord, aws_class
 
 from .sweep import DTYPE_NAMES, FLOAT64_REASON, OpResult
 
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
 COLUMNS = [
     "op",
     "category",
+    "class",
     "dtypes_passing",
     "dtypes_failing",
     "first_error",
@@ -50,10 +52,31 @@ def category_of(result: OpResult) -> str:
             return category
     if reached:
         return "host_only"
+    record = _record(name)
+    if record is not None:
+        return record.category or "cpu_fallback"
+    return "host_only"  # nothing reached the device's Python layer: a C++ view/metadata op
+
+
+def _record(name: str) -> OpRecord | None:
+    """The registry's record of ATen op ``name`` (its rule, from tags, when it has no record of its own)."""
     packet = getattr(torch.ops.aten, name, None)
     if isinstance(packet, torch._ops.OpOverloadPacket) and packet.overloads():
-        return policy.rule(name, getattr(packet, packet.overloads()[0])).category or "cpu_fallback"
-    return "host_only"  # nothing reached the device's Python layer: a C++ view/metadata op
+        return policy.rule(name, getattr(packet, packet.overloads()[0]))
+    return policy.get(name)
+
+
+def class_of(result: OpResult, category: str) -> str:
+    """The op's class in the words AWS publishes per TorchNeuron release (``Y: Native``, ``Y: Host-only``,
+    ``Y: Needs a process group``, ``CPU_FALLBACK (dtypes)``, ``N``; ``registry.aws_class``). A CPU fallback names
+    the swept dtypes that fall back: all of them unless the op's record is native, then those outside its set."""
+    if category != "cpu_fallback":
+        return aws_class(result.aten_name, category)
+    record = _record(result.aten_name)
+    if record is None or record.category != "native":
+        return "CPU_FALLBACK (all dtypes)"
+    outside = [name for dtype, name in DTYPE_NAMES.items() if name in result.forward and dtype not in record.dtypes]
+    return f"CPU_FALLBACK ({', '.join(outside) or 'dtypes outside its native set'})"
 
 
 def _status(passed: int, total: int) -> str:
@@ -78,10 +101,12 @@ def results_frame(results: list[OpResult]) -> pd.DataFrame:
         fwd_p = sum(t.passed for t in r.forward.values())
         fwd_t = sum(t.total for t in r.forward.values())
         bwd = r.backward
+        category = category_of(r)
         rows.append(
             {
                 "op": r.op,
-                "category": category_of(r),
+                "category": category,
+                "class": class_of(r, category),
                 "dtypes_passing": ", ".join(passing),
                 "dtypes_failing": ", ".join(failing),
                 "first_error": r.crashed or (errors[0] if errors else ""),
@@ -169,6 +194,10 @@ def summarize(results: list[OpResult]) -> Summary:
     )
 
 
+_MARKDOWN_COLUMNS = ("category", "class", "dtypes_passing", "dtypes_failing", "forward", "backward", "out", "inplace",
+                     "forward_samples")  # fmt: skip
+
+
 def to_markdown(results: list[OpResult], command: str = "python -m trn_notebook.compat") -> str:
     """The generated ``docs/compatibility.md``: headline figures, then one table row per OpInfo entry."""
     s = summarize(results)
@@ -183,7 +212,9 @@ def to_markdown(results: list[OpResult], command: str = "python -m trn_notebook.
         f"- OpInfo entries swept: **{s.ops}**; interpreter crashes: **{s.crashes}**",
         f"- forward float32 samples passing: **{s.forward_passed}/{s.forward_total} ({s.forward_rate:.2%})**",
         f"- backward float32 samples passing: **{s.backward_passed}/{s.backward_total} ({s.backward_rate:.2%})**",
-        "- category comes from the device policy registry (`trn_notebook.policy_table()`).",
+        "- category comes from the device policy registry (`trn_notebook.policy_table()`); class is the same placement "
+        "in the words of AWS's published op classes (`Y: Native`, `Y: Host-only`, `Y: Needs a process group`, "
+        "`CPU_FALLBACK (dtypes)`, `N`), to hold against `docs/torch_api_compatibility.md` of a torch-neuronx release.",
         "",
         "## Float32 samples that do not pass, by op and reason",
         "",
@@ -193,14 +224,12 @@ def to_markdown(results: list[OpResult], command: str = "python -m trn_notebook.
         "",
         "## Per op",
         "",
-        "| op | category | dtypes passing | dtypes failing | forward | backward | out= | in-place | float32 samples "
-        "| first error |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| op | category | class | dtypes passing | dtypes failing | forward | backward | out= | in-place "
+        "| float32 samples | first error |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for row in df.itertuples():
-        err = row.first_error.replace("|", "\\|").replace("\n", " ")[:160]
-        lines.append(
-            f"| `{row.op}` | {row.category} | {row.dtypes_passing} | {row.dtypes_failing} | {row.forward} "
-            f"| {row.backward} | {row.out} | {row.inplace} | {row.forward_samples} | {err} |"
-        )
+    for row in df.to_dict("records"):
+        err = row["first_error"].replace("|", "\\|").replace("\n", " ")[:160]
+        cells = [f"`{row['op']}`", *(str(row[c]) for c in _MARKDOWN_COLUMNS), err]
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

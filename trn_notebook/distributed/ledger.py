@@ -9,6 +9,7 @@ from typing import Any
 from .. import locks as _locks
 from .. import state as _state
 from ..device.clocks import clocks
+from ..profiling.summary import union_intervals
 
 CAPACITY = 10_000
 
@@ -75,19 +76,6 @@ class CommLog:
         }
 
 
-def _union(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    out: list[tuple[float, float]] = []
-    for a, b in sorted(intervals):
-        if b <= a:
-            continue
-        if out and a <= out[-1][1]:
-            if b > out[-1][1]:
-                out[-1] = (out[-1][0], b)
-        else:
-            out.append((a, b))
-    return out
-
-
 def exposed_comm(since_s: float = 0.0) -> tuple[float, float]:
     """``(communication seconds, exposed seconds)`` on the modeled device clock since ``since_s``.
 
@@ -95,8 +83,8 @@ def exposed_comm(since_s: float = 0.0) -> tuple[float, float]:
     behind compute), from the clocks' event timeline.
     """
     events = [e for e in clocks.state.events.snapshot() if e.end_s > since_s]
-    comm = _union([(max(e.start_s, since_s), e.end_s) for e in events if e.kind == "comm"])
-    compute = _union([(max(e.start_s, since_s), e.end_s) for e in events if e.lane.device])
+    comm = union_intervals([(max(e.start_s, since_s), e.end_s) for e in events if e.kind == "comm"], keep_empty=False)
+    compute = union_intervals([(max(e.start_s, since_s), e.end_s) for e in events if e.lane.device], keep_empty=False)
     total = sum(b - a for a, b in comm)
     overlap = 0.0
     j = 0

@@ -10,6 +10,8 @@ from typing import Any
 import torch
 
 from .. import state as _state
+from ..device.ops.registry import AWS_CLASSES
+from ..device.placement import aws_class_of
 from ..display.format import fmt_compile, fmt_rate, fmt_ratio, plural
 from ..display.results import Result, Table, fmt_bytes, fmt_s
 from ..outfiles import write_text_atomic
@@ -167,10 +169,13 @@ class MigrationReport(Result):
         numerics = acceptable_row(ev)
         p = ev.placement
         calls = p.get("calls", {})
-        placement = ", ".join(f"{k} {v}" for k, v in sorted(calls.items())) or NOT_MEASURED
+        # our category, then AWS's published class for it (to hold against torch_api_compatibility.md)
+        placement = ", ".join(f"{k} {v} ({AWS_CLASSES.get(k, 'N')})" for k, v in sorted(calls.items()))
+        placement = placement or NOT_MEASURED
         if p.get("fallbacks"):
             tops = "; ".join(
-                f"aten::{n} ×{c} ({fmt_bytes(b) if isinstance(b, int | float) else b} moved) at {s}"
+                f"aten::{n} ×{c} ({fmt_bytes(b) if isinstance(b, int | float) else b} moved; "
+                f"{aws_class_of(n, 'cpu_fallback')}) at {s}"
                 for n, c, b, s in p["fallbacks"][:5]
             )
             placement += f". Top fallbacks: {tops}"

@@ -125,11 +125,11 @@ def summarize(trace: dict[str, Any], top: int = 10) -> Summary:
             )  # fmt: skip
     if lo == float("inf"):
         lo = hi = 0.0
-    busy_u = _union(busy)
+    busy_u = union_intervals(busy)
     busy_us = sum(b - a for a, b in busy_u)
     idle = dict.fromkeys(IDLE_KINDS, 0.0)
     sync_idle: dict[tuple[str, str], float] = {}
-    fb_u, cp_u = _union(fallback_iv), _union(compile_iv)
+    fb_u, cp_u = union_intervals(fallback_iv), union_intervals(compile_iv)
     syncs.sort()
     sync_ts = [s[0] for s in syncs]
     for a, b in _gaps(busy_u, lo, hi):
@@ -214,9 +214,16 @@ def _add_line(lines: dict[str, list[Any]], args: dict[str, Any], dur: float) -> 
     row[2] += 1
 
 
-def _union(iv: list[tuple[float, float]]) -> list[tuple[float, float]]:
+def union_intervals(iv: list[tuple[float, float]], keep_empty: bool = True) -> list[tuple[float, float]]:
+    """The union of ``(start, end)`` intervals, sorted and merged where they touch or overlap.
+
+    ``keep_empty=False`` drops zero-length intervals first (the comm ledger's exposed time); the profile summary
+    keeps them, so an instant event still splits an idle gap as it did.
+    """
     out: list[tuple[float, float]] = []
     for a, b in sorted(iv):
+        if not keep_empty and b <= a:
+            continue
         if out and a <= out[-1][1]:
             if b > out[-1][1]:
                 out[-1] = (out[-1][0], b)

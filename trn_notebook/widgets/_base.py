@@ -1,6 +1,6 @@
 """What every trn-notebook widget shares: error reporting as data, message dispatch, static fallbacks.
 
-A widget subclasses :class:`TrnWidget`, sets ``_esm`` to its ESM file in ``static/``, keeps its state
+A widget subclasses :class:`TrnWidget`, sets ``_esm = esm("<file>.js")`` (its file in ``static/``), keeps its state
 in synced traitlets, implements :meth:`TrnWidget.refresh` (re-read the single sources of truth),
 :meth:`TrnWidget.fallback_html` and :meth:`TrnWidget.fallback_text` (what a saved or exported
 notebook shows), and handles front-end messages ``{"type": "<name>", ...}`` in ``_on_<name>``
@@ -21,6 +21,16 @@ log = logging.getLogger("trn_notebook.widgets")
 
 STATIC = Path(__file__).parent / "static"
 CSS = STATIC / "widgets.css"
+DOM_HELPERS = STATIC / "_dom.js"  # el(), svg(): the DOM helpers every widget shares, written once
+
+
+def esm(name: str) -> str:
+    """A widget's ES module: the shared DOM helpers (``static/_dom.js``) followed by its own ``static/<name>``.
+
+    anywidget takes the module's text; no import is needed (or allowed: nothing loads from the network).
+    Raises ``OSError`` if a file is missing from the installation.
+    """
+    return DOM_HELPERS.read_text() + "\n" + (STATIC / name).read_text()
 
 
 class ErrorMessage(TypedDict):

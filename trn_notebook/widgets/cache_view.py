@@ -16,7 +16,7 @@ from .. import facts
 from ..display import fallback
 from ..display.format import COMPILE_STAGES, fmt_compile, fmt_ms, fmt_s, plural
 from ..facts.base import NA
-from ._base import STATIC, TrnWidget
+from ._base import TrnWidget, esm
 
 if TYPE_CHECKING:
     from ..compiler.compile_log import CompileRecord
@@ -114,7 +114,7 @@ def totals_of(rows: list[GraphRow], summary: Any = None) -> dict[str, Any]:
 class CacheView(TrnWidget):
     """Compiled graphs (stages, cache result, modeled time, options), recompile reasons, cold vs warm, clear."""
 
-    _esm = STATIC / "cache.js"
+    _esm = esm("cache.js")
 
     graphs = traitlets.List().tag(sync=True)
     totals = traitlets.Dict().tag(sync=True)

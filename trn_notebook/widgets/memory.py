@@ -25,7 +25,7 @@ from ..device.memory.allocator import MemoryCounters, MemorySnapshot
 from ..display import fallback
 from ..display.format import fmt_bytes, fmt_s
 from ..session.events import CellFinished, cell_finished
-from ._base import STATIC, TrnWidget
+from ._base import TrnWidget, esm
 
 Point = list[Any]  # [t_s, allocated, active, reserved, phase]
 Oom = list[Any]  # [t_s, asked bytes, phase, asked text, time text]: the texts formatted here (display.format)
@@ -112,7 +112,7 @@ class MemoryView(TrnWidget):
     while the view is open; :meth:`close` (or ``live = False``) stops it.
     """
 
-    _esm = STATIC / "memory.js"
+    _esm = esm("memory.js")
 
     counters = traitlets.Dict().tag(sync=True)
     counter_text = traitlets.Dict().tag(sync=True)  # the byte counters formatted once (display.format)

@@ -17,7 +17,7 @@ import traitlets
 from ..display.format import fmt_bytes
 from ..profiling.memory import _snapshot, fragmentation, load_snapshot_json
 from ..profiling.memory_owners import DEFAULT_OWNER, OWNERS, SOURCES, owner_totals
-from ._base import STATIC, TrnWidget
+from ._base import TrnWidget, esm
 
 MAX_SEGMENTS = 200
 MAX_BLOCKS = 400
@@ -49,7 +49,7 @@ def summary_of(totals: dict[str, int]) -> str:
 class MemorySnapshotWidget(TrnWidget):
     """Segments (largest first) with their blocks by owner, and the top allocation sites by live bytes."""
 
-    _esm = STATIC / "memory_snapshot.js"
+    _esm = esm("memory_snapshot.js")
 
     owners = traitlets.List(list(OWNERS)).tag(sync=True)
     segments = traitlets.List().tag(sync=True)  # [address, total, type, [[offset, size, owner or -1], ...]]

@@ -15,7 +15,7 @@ import traitlets
 
 from ..display import fallback
 from ..display.format import fmt_ratio
-from ._base import STATIC, TrnWidget
+from ._base import TrnWidget, esm
 
 Y_MIN, Y_MAX = 1e-3, 1e3
 Y_TICKS = (1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0, 1e3)  # the log axis' grid lines, labelled by fmt_ratio
@@ -30,7 +30,7 @@ def _y(value: float) -> float:
 class NumericsView(TrnWidget):
     """Per-layer error curve (max of the L-inf and L2 ratios) with the threshold line; click for the heat map."""
 
-    _esm = STATIC / "numerics.js"
+    _esm = esm("numerics.js")
 
     points = traitlets.List().tag(sync=True)  # [index, module, class, y, "ratio L-inf", "ratio L2", passed]
     threshold = traitlets.Float(1.5).tag(sync=True)

@@ -19,7 +19,7 @@ from ..display import fallback
 from ..display.format import WALL_MS, fmt_bytes, fmt_ms, fmt_share
 from ..facts.base import NOT_MEASURED, Placement, shown
 from ..facts.simulator import placement_of
-from ._base import STATIC, TrnWidget
+from ._base import TrnWidget, esm
 
 if TYPE_CHECKING:
     from ..device.placement import PlacementEntry
@@ -114,7 +114,7 @@ class PlacementView(TrnWidget):
     :meth:`refresh` re-reads it.
     """
 
-    _esm = STATIC / "placement.js"
+    _esm = esm("placement.js")
 
     rows = traitlets.List().tag(sync=True)
     totals = traitlets.Dict().tag(sync=True)

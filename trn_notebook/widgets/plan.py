@@ -16,13 +16,13 @@ from ..display import fallback
 from ..display.format import fmt_bytes, fmt_s
 from ..display.views import register_view
 from ..planner import PlanResult
-from ._base import STATIC, TrnWidget
+from ._base import TrnWidget, esm
 
 
 class PlanView(TrnWidget):
     """The plan as bars: one row per layout (memory by category at the peak vs capacity; step time)."""
 
-    _esm = STATIC / "plan.js"
+    _esm = esm("plan.js")
     rows = traitlets.List().tag(sync=True)
     capacity = traitlets.Int(0).tag(sync=True)
     categories = traitlets.List(list(CATEGORIES)).tag(sync=True)

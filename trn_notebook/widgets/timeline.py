@@ -22,7 +22,8 @@ from ..display.views import register_view
 from ..profiling.run import ProfileResult
 from ..profiling.summary import _modeled_process
 from ..profiling.traceio import load_trace
-from ._base import STATIC, TrnWidget
+from ._base import TrnWidget, esm
+from .memory import downsample
 
 MAX_EVENTS = 3_000
 BINS = 400
@@ -57,7 +58,7 @@ def detail_rows(detail: dict[str, Any]) -> list[list[str]]:
 class TimelineWidget(TrnWidget):
     """Lanes host / device ops / graphs / kernels / transfers / syncs / fallbacks / compile + HBM track."""
 
-    _esm = STATIC / "timeline.js"
+    _esm = esm("timeline.js")
 
     lanes = traitlets.List().tag(sync=True)
     span = traitlets.List([0.0, 1.0]).tag(sync=True)  # whole trace [t0, t1] µs (relative)
@@ -109,7 +110,7 @@ class TimelineWidget(TrnWidget):
         self.lanes = LANE_ORDER
         self.span = self._span
         self.total_events = len(self._rows)
-        self.memory = _downsample(self._mem, MAX_POINTS)
+        self.memory = downsample(self._mem, MAX_POINTS)
         peak = max([1.0] + [max(p[1], p[2]) for p in self.memory])
         self.memory_peak = [peak, fmt_bytes(peak)]
         self.window = list(self._span)
@@ -207,16 +208,6 @@ class TimelineWidget(TrnWidget):
         for d in self.slowest():
             lines.append(f"  {us_text(d['duration_us']):>12}  {d['name']}  [{d['lane']}]  {d.get('source', '')}")
         return "\n".join(lines)
-
-
-def _downsample(points: list[list[float]], limit: int) -> list[list[float]]:
-    """At most ``limit`` points: the highest ``allocated`` of each run (peaks survive) and the last."""
-    if len(points) <= limit:
-        return points
-    k = -(-len(points) // (limit - 1))
-    out = [max(points[i : i + k], key=lambda p: p[1]) for i in range(0, len(points) - 1, k)]
-    out.append(points[-1])
-    return out
 
 
 register_view(ProfileResult, lambda result: TimelineWidget(result.trace))  # ProfileResult.widget()

@@ -26,7 +26,7 @@ import traitlets
 
 from ..display import fallback
 from ..display.format import COMPILE_MODELED_LABEL, fmt_duration, fmt_s, fmt_share
-from ._base import STATIC, TrnWidget
+from ._base import TrnWidget, esm
 
 if TYPE_CHECKING:
     from ..compiler.shape_log import ShapeEntry
@@ -176,7 +176,7 @@ class ShapeTuner(TrnWidget):
     target) the callable of that name among the notebook's variables.
     """
 
-    _esm = STATIC / "tuner.js"
+    _esm = esm("tuner.js")
 
     name = traitlets.Unicode("").tag(sync=True)
     source = traitlets.Unicode("").tag(sync=True)

@@ -139,6 +139,10 @@ class StorageTracker:
         nbytes = st.nbytes()
         if nbytes == 0:
             return
+        self._take(st, key, nbytes)
+
+    def _take(self, st: torch.UntypedStorage, key: int, nbytes: int) -> None:
+        """A block of ``nbytes`` for storage ``st`` (keyed ``key``), released when the storage dies."""
         block = self.allocator.malloc(nbytes)
         with self.allocator.section:
             self.blocks[key] = block
@@ -158,13 +162,7 @@ class StorageTracker:
         if block is None:
             nbytes = st.nbytes()
             if nbytes:
-                block = self.allocator.malloc(nbytes)
-                with self.allocator.section:
-                    self.blocks[key] = block
-                    self.seq += 1
-                    self.first_seq.setdefault(key, self.seq)
-                self._grew()
-                weakref.finalize(st, self.allocator.release_from_finalizer, self._release, key, block)
+                self._take(st, key, nbytes)
             return
         nbytes = st.nbytes()
         if nbytes == block.requested:

@@ -33,7 +33,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from .. import config as _config
 from ..eager import dispatch as _d
-from ..eager.kernels import _check_dtype, _check_index, _check_size
+from ..eager.fallback import placed_category
+from ..eager.kernels import _check_dtype, _check_index, _check_size, convolution_backward_args
 from ..memory.runtime import state
 from ..ops.policy import REJECTED_DTYPES
 from ..ops.registry import NATIVE_MEMORY_FORMATS
@@ -323,19 +324,7 @@ class DryMode(TorchDispatchMode):
             if not info.name.lstrip("_").startswith("index"):  # CPU indices, as on CUDA (dispatch._run)
                 raise _d._same_device_error(info.name)
             args = _host_shapes.indices_on_device(self, args, pairs[0][0].device)
-        if category == "native" and dtype is not None and dtype not in native:
-            if cfg.fallback_only_for_unimplemented:
-                raise RuntimeError(
-                    f"aten::{info.name} has a native kernel but not for {dtype}; "
-                    "TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS=1 forbids the CPU fallback. "
-                    "Cast to float32/bfloat16 or unset the variable."
-                )
-            category = "cpu_fallback"
-        if category == "cpu_fallback" and cfg.strict and not _d.flags.formatting:
-            raise RuntimeError(
-                f"aten::{info.name} would fall back to CPU ({info.reason or 'no native kernel'}) and strict "
-                "mode is on; run it on the CPU explicitly or turn strict mode off (%%trn eager without --strict)"
-            )
+        category = placed_category(info, category, dtype, native, cfg, _d.flags.formatting)
         special = _host_shapes.SPECIAL.get(func)
         result = special(self, func, args, kwargs) if special is not None else self._fake(func, args, kwargs)
         if info.mutable:
@@ -408,25 +397,7 @@ class DryMode(TorchDispatchMode):
         return self._run(aten.convolution.default, args, kwargs)
 
     def _convolution_backward(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        grad_output, input, weight, stride, padding, dilation, transposed, output_padding, groups, mask = args
-        bias_sizes = [weight.shape[1] if transposed else weight.shape[0]] if mask[2] else None
-        return self._run(
-            aten.convolution_backward.default,
-            (
-                grad_output,
-                input,
-                weight,
-                bias_sizes,
-                stride,
-                padding,
-                dilation,
-                transposed,
-                output_padding,
-                groups,
-                mask,
-            ),
-            {},
-        )
+        return self._run(aten.convolution_backward.default, convolution_backward_args(*args), {})
 
     # -- findings -------------------------------------------------------------------------------
     def _finding(self, kind: str, op: str, stand_in: str) -> None:

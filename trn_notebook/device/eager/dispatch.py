@@ -32,7 +32,7 @@ from ..ops.registry import NATIVE_MEMORY_FORMATS, memory_format_error
 from ..placement import placement_log
 from ..source_lines import user_frame
 from . import records as _records
-from .fallback import NeuronFallbackWarning, charge_fallback, warn_once
+from .fallback import NeuronFallbackWarning, charge_fallback, placed_category, warn_once
 
 _perf = time.perf_counter
 _Tensor = torch.Tensor
@@ -248,20 +248,7 @@ def _run(info: _OpInfo, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         kwargs = kw
     if foreign and pairs and not info.name.lstrip("_").startswith("index"):  # CPU indices, as on CUDA
         raise _same_device_error(info.name)
-    if category == "native" and dtype is not None and dtype not in native:
-        if cfg.fallback_only_for_unimplemented:
-            # RuntimeError, not TypeError: torch turns a TypeError inside `a + b` into "unsupported operand".
-            raise RuntimeError(
-                f"aten::{info.name} has a native kernel but not for {dtype}; "
-                "TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS=1 forbids the CPU fallback. "
-                "Cast to float32/bfloat16 or unset the variable."
-            )
-        category = "cpu_fallback"
-    if category == "cpu_fallback" and cfg.strict and not flags.formatting:
-        raise RuntimeError(
-            f"aten::{info.name} would fall back to CPU ({info.reason or 'no native kernel'}) and strict "
-            "mode is on; run it on the CPU explicitly or turn strict mode off (%%trn eager without --strict)"
-        )
+    category = placed_category(info, category, dtype, native, cfg, flags.formatting)
     try:
         # the overload's C++ callable (OpOverload.__call__ without its frame); the numerics hook: trainium policy
         out = info.call(*hargs, **kwargs) if not _numerics.active else _numerics_call(info, hargs, kwargs)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 
@@ -67,3 +68,27 @@ def charge_fallback(
     clocks.host_work(name, modeled, wall_s, {"fallback": True, "copy_s": moved, "h2d": out_bytes, "d2h": in_bytes})
     placement_log.record(name, "cpu_fallback", wall_s, modeled, h2d=out_bytes, d2h=in_bytes)
     return modeled
+
+
+def placed_category(info: Any, category: str, dtype: torch.dtype | None, native: Any, cfg: Any, formatting: int) -> str:
+    """Where an op runs once its dtype is known: a native op in a dtype it has no kernel for falls back to the CPU.
+
+    One rule for eager and dry runs. Raises ``RuntimeError`` when the environment forbids that fallback
+    (``TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS=1``) or strict mode refuses any CPU fallback (printing a
+    tensor, ``formatting``, is never refused).
+    """
+    if category == "native" and dtype is not None and dtype not in native:
+        if cfg.fallback_only_for_unimplemented:
+            # RuntimeError, not TypeError: torch turns a TypeError inside `a + b` into "unsupported operand".
+            raise RuntimeError(
+                f"aten::{info.name} has a native kernel but not for {dtype}; "
+                "TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS=1 forbids the CPU fallback. "
+                "Cast to float32/bfloat16 or unset the variable."
+            )
+        category = "cpu_fallback"
+    if category == "cpu_fallback" and cfg.strict and not formatting:
+        raise RuntimeError(
+            f"aten::{info.name} would fall back to CPU ({info.reason or 'no native kernel'}) and strict "
+            "mode is on; run it on the CPU explicitly or turn strict mode off (%%trn eager without --strict)"
+        )
+    return category

@@ -207,33 +207,19 @@ def convolution_overrideable(
 
 
 def convolution_backward_overrideable(
-    grad_output: torch.Tensor,
-    input: torch.Tensor,
-    weight: torch.Tensor,
-    stride: list[int],
-    padding: list[int],
-    dilation: list[int],
-    transposed: bool,
-    output_padding: list[int],
-    groups: int,
-    output_mask: list[bool],
+    *args: Any,
 ) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
-    """Gradients of :func:`convolution_overrideable` with respect to input, weight and bias."""
+    """Gradients of :func:`convolution_overrideable` with respect to input, weight and bias (the schema's
+    ``grad_output, input, weight, stride, padding, dilation, transposed, output_padding, groups, output_mask``)."""
+    return run_op(torch.ops.aten.convolution_backward.default, *convolution_backward_args(*args))
+
+
+def convolution_backward_args(*args: Any) -> tuple[Any, ...]:
+    """``aten::convolution_backward``'s arguments from an overrideable convolution's backward (eager and dry): the
+    same ten, with the bias sizes (from the weight, if ``output_mask`` asks for a bias gradient) after ``weight``."""
+    weight, transposed, output_mask = args[2], args[6], args[9]
     bias_sizes = [weight.shape[1] if transposed else weight.shape[0]] if output_mask[2] else None
-    return run_op(
-        torch.ops.aten.convolution_backward.default,
-        grad_output,
-        input,
-        weight,
-        bias_sizes,
-        stride,
-        padding,
-        dilation,
-        transposed,
-        output_padding,
-        groups,
-        output_mask,
-    )
+    return (*args[:3], bias_sizes, *args[3:])
 
 
 def efficient_zero_tensor(

@@ -2,7 +2,6 @@
 // reasons, cold vs warm totals, and a clear-cache button that asks first (in the page, no dialog).
 // Names from user code (graph, model, source lines) go through textContent only.
 
-const SVG = "http://www.w3.org/2000/svg";
 const STAGES = [
   ["capture", "#1565c0"],
   ["aot", "#00838f"],
@@ -13,19 +12,6 @@ const STAGES = [
 ];
 
 const COLUMNS = ["graph", "model", "id", "kind", "nodes", "fused", "cache", "compile", "by stage", "modeled ms", "runs"];
-
-function el(tag, cls, text) {
-  const node = document.createElement(tag);
-  if (cls) node.className = cls;
-  if (text !== undefined && text !== null) node.textContent = String(text);
-  return node;
-}
-
-function svg(tag, attrs) {
-  const node = document.createElementNS(SVG, tag);
-  for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, String(v));
-  return node;
-}
 
 // Every figure shown arrives formatted by the kernel (trn_notebook.display.format); numbers only size the bars.
 function stageBar(stageUs, stageText, maxUs) {

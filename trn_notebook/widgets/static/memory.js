@@ -2,26 +2,12 @@
 // reserved, capacity line, OOM markers). Live views receive only new samples as
 // {type: "points"} messages and append them. Phase names go through textContent only.
 
-const SVG = "http://www.w3.org/2000/svg";
 const SERIES = [
   [1, "allocated", "#1e88e5"], // drawn last, dashed: never hidden under active
   [2, "active", "#43a047"], // shaded area
   [3, "reserved", "#ab47bc"],
 ];
 const MAX_POINTS = 8192;
-
-function el(tag, cls, text) {
-  const node = document.createElement(tag);
-  if (cls) node.className = cls;
-  if (text !== undefined && text !== null) node.textContent = String(text);
-  return node;
-}
-
-function svg(tag, attrs) {
-  const node = document.createElementNS(SVG, tag);
-  for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, String(v));
-  return node;
-}
 
 // Every figure shown arrives formatted by the kernel (trn_notebook.display.format: `counter_text`,
 // `phase_text`, the chart's `axis` ticks, each OOM's texts); the numbers only place the drawing.

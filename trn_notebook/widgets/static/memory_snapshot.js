@@ -3,13 +3,6 @@
 
 const COLOURS = ["#1565c0", "#c62828", "#6a1b9a", "#2e7d32", "#ef6c00"];
 
-function el(tag, cls, text) {
-  const node = document.createElement(tag);
-  if (cls) node.className = cls;
-  if (text !== undefined && text !== null) node.textContent = String(text);
-  return node;
-}
-
 // Every figure shown arrives formatted by the kernel (trn_notebook.display.format): `summary`, and
 // `segment_text`, `site_text`, `owner_text` beside the lists they describe; the numbers only size the bars.
 

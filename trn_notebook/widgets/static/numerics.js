@@ -1,20 +1,8 @@
 // NumericsView front end: per-module ratio curve (log axis) with the threshold line; click a point for
 // its |neuron - FP32| heat map. Draws only; every string goes through textContent.
 
-const NS = "http://www.w3.org/2000/svg";
 const W = 640, H = 200, PAD = 34, YMIN = 1e-3, YMAX = 1e3;
 
-function el(tag, cls, text) {
-  const node = document.createElement(tag);
-  if (cls) node.className = cls;
-  if (text !== undefined && text !== null) node.textContent = String(text);
-  return node;
-}
-function svg(tag, attrs) {
-  const node = document.createElementNS(NS, tag);
-  for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, String(v));
-  return node;
-}
 const ly = (y) => H - PAD - ((Math.log10(y) - Math.log10(YMIN)) / (Math.log10(YMAX) - Math.log10(YMIN))) * (H - 2 * PAD);
 
 function render({ model, el: root }) {

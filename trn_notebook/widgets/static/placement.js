@@ -13,13 +13,6 @@ const COLUMNS = [
 ];
 const KNOWN = new Set(["native", "cpu_fallback", "unsupported", "host_only"]);
 
-function el(tag, cls, text) {
-  const node = document.createElement(tag);
-  if (cls) node.className = cls;
-  if (text !== undefined && text !== null) node.textContent = String(text);
-  return node;
-}
-
 function catClass(category) {
   return "trn-cat-" + (KNOWN.has(category) ? category : "other");
 }

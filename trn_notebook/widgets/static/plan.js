@@ -2,21 +2,7 @@
 // capacity line of one logical core, and the modeled step time split into compute and exposed communication.
 // Layout names go through textContent only.
 
-const SVG = "http://www.w3.org/2000/svg";
 const COLOURS = ["#1565c0", "#6a1b9a", "#00838f", "#ef6c00", "#9e9d24", "#c62828"];
-
-function el(tag, cls, text) {
-  const node = document.createElement(tag);
-  if (cls) node.className = cls;
-  if (text !== undefined && text !== null) node.textContent = String(text);
-  return node;
-}
-
-function svg(tag, attrs) {
-  const node = document.createElementNS(SVG, tag);
-  for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, String(v));
-  return node;
-}
 
 // Every figure shown arrives formatted by the kernel (trn_notebook.display.format: each row's
 // `memory_text` and `time_text`); the numbers only size the bars.

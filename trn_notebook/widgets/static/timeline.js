@@ -8,13 +8,6 @@ const LANE_H = 20;
 const LABEL_W = 170;
 const MEM_H = 56;
 
-function el(tag, cls, text) {
-  const node = document.createElement(tag);
-  if (cls) node.className = cls;
-  if (text !== undefined && text !== null) node.textContent = String(text);
-  return node;
-}
-
 // Every figure shown arrives formatted by the kernel (trn_notebook.display.format): each event's
 // duration text, the HBM track's peak label, the detail rows, and `window_text` for the window Python
 // last filled (while a zoom or pan waits for Python, the window's labels are left blank, never stale).

@@ -3,21 +3,6 @@
 // next move waits for the read-outs, or 400 ms), so dragging a slider stays smooth. No maths
 // beyond drawing; names go through textContent only.
 
-const SVG = "http://www.w3.org/2000/svg";
-
-function el(tag, cls, text) {
-  const node = document.createElement(tag);
-  if (cls) node.className = cls;
-  if (text !== undefined && text !== null) node.textContent = String(text);
-  return node;
-}
-
-function svg(tag, attrs) {
-  const node = document.createElementNS(SVG, tag);
-  for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, String(v));
-  return node;
-}
-
 // Every figure on the read-out cards arrives formatted by the kernel (trn_notebook.display.format:
 // `readouts.text`); the histogram's counts and lengths are whole numbers, shown as sent.
 
