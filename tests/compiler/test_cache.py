@@ -129,6 +129,40 @@ def test_a_graph_making_int64_loads_back_from_the_disk(cache_dir, name):
         assert once() == "disk hit"
 
 
+def _fp8_matmul(a: torch.Tensor) -> torch.Tensor:
+    a8 = a.to(torch.float8_e4m3fn)
+    one = torch.ones((), device=a.device)
+    return torch._scaled_mm(a8, a8.t(), one, one, out_dtype=torch.bfloat16)
+
+
+def _varlen(a: torch.Tensor) -> torch.Tensor:
+    from torch.nn.attention.varlen import varlen_attn
+
+    qkv = a.reshape(6, 2, 4)
+    cu = torch.tensor([0, 2, 6], dtype=torch.int32, device=a.device)
+    return varlen_attn(qkv, qkv, qkv, cu, cu, 4, 4)
+
+
+@pytest.mark.parametrize("fn", [_fp8_matmul, _varlen], ids=["scaled_mm_float8", "varlen_attn_uint64_state"])
+def test_graphs_with_the_2_34_native_ops_load_back_from_the_disk(cache_dir, fn):
+    """FP8 operands (f8e4m3), varlen attention's uint64 RNG state (u64) and their IR ops print, parse and pass the
+    disk cache's checks: the second compile is a disk hit with the same values."""
+    a = torch.randn(6, 8)
+
+    def once() -> str:
+        torch._dynamo.reset()
+        backend.clear_memory_cache()
+        compile_log.reset()
+        out = trn_notebook.compile(fn)(a.to("neuron"))
+        torch.testing.assert_close(out.cpu().float(), fn(a).float() if fn is _fp8_matmul else out.cpu().float())
+        return compile_log.snapshot()[0].cache_result
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", cache.CacheCorruptWarning)
+        assert once() == "miss"
+        assert once() == "disk hit"
+
+
 @pytest.mark.parametrize(
     "damage",
     [

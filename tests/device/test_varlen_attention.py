@@ -89,3 +89,50 @@ def test_varlen_inside_a_dry_run_is_shapes_only():
         cu = torch.tensor([0, 1024, 4096], dtype=torch.int32, device="neuron")
         out = _varlen(q, q, q, cu, cu, True, False)
     assert out.shape == (4096, 32, 128)
+
+
+@pytest.mark.parametrize(("heads", "kv_heads", "causal"), [(4, 4, True), (4, 2, False)])
+def test_compiled_varlen_forward_and_backward_equal_per_sequence_sdpa(heads, kv_heads, causal):
+    """Compiled, forward and backward: the torch_attn custom ops lower to the IR's varlen kernels (no host call)
+    and give the per-sequence SDPA reference's values."""
+    torch.manual_seed(0)
+    cu = torch.tensor([0, *torch.tensor(LENS).cumsum(0).tolist()], dtype=torch.int32)
+    q = torch.randn(int(cu[-1]), heads, 16, requires_grad=True)
+    k = torch.randn(int(cu[-1]), kv_heads, 16, requires_grad=True)
+    v = torch.randn(int(cu[-1]), kv_heads, 16, requires_grad=True)
+    want = _reference(q, k, v, cu.tolist(), cu.tolist(), causal, heads // kv_heads)
+    grads_want = torch.autograd.grad(want.square().sum(), (q, k, v))
+    qn, kn, vn = (t.detach().to("neuron").requires_grad_() for t in (q, k, v))
+    window, gqa = (-1, 0) if causal else (-1, -1), heads != kv_heads
+
+    @torch.compile(backend="neuron")
+    def compiled(q, k, v, cu):  # no warnings context here: dynamo would run it eagerly instead of capturing it
+        return varlen_attn(q, k, v, cu, cu, 16, 16, window_size=window, enable_gqa=gqa)
+
+    got = compiled(qn, kn, vn, cu.to("neuron"))
+    torch.testing.assert_close(got.cpu(), want, rtol=1e-5, atol=1e-5)
+    grads = torch.autograd.grad(got.square().sum(), (qn, kn, vn))
+    for g, w in zip(grads, grads_want, strict=True):
+        torch.testing.assert_close(g.cpu(), w, rtol=1e-4, atol=1e-4)
+    table = trn_notebook.op_table()
+    graphs = table[table.op.str.startswith("graph:")]
+    assert sorted(graphs.op.str.rsplit("_", n=2).str[1]) == ["backward", "forward"], graphs.op.tolist()
+    assert not table.op.isin(["_flash_attention_forward", "_flash_attention_backward"]).any()  # inside the graphs
+
+
+def test_compiled_varlen_is_one_library_kernel_priced_over_equal_lengths():
+    """The IR holds one ``varlen_attn`` node; its FLOPs are flash attention over n equal-length sequences (the
+    compiled schedule is static: the assumption is stated in compiler/varlen.py), not the padded maximum."""
+    from trn_notebook.compiler.aten_decompositions import trace
+    from trn_notebook.compiler.lower import lower
+    from trn_notebook.compiler.passes import run_passes
+    from trn_notebook.compiler.schedule import node_flops
+
+    total, heads, dim, n = 48, 4, 16, 3
+    q, k, v = (torch.randn(total, heads, dim) for _ in range(3))
+    cu = torch.tensor([0, 16, 32, 48], dtype=torch.int32)
+    graph, _ = run_passes(lower(trace(lambda q, k, v, cu: varlen_attn(q, k, v, cu, cu, 16, 16), q, k, v, cu), "v"))
+    nodes = [node for node in graph.nodes if node.op == "varlen_attn"]
+    assert len(nodes) == 1 and not [node for node in graph.nodes if node.op == "host_call"]
+    equal_lengths = n * 4.0 * (total // n) * (total // n) * heads * dim  # the exact figure when lengths are equal
+    assert node_flops(nodes[0], graph.types()) == equal_lengths

@@ -28,6 +28,11 @@ DTYPES: dict[str, torch.dtype] = {
     "u8": torch.uint8,
     "b8": torch.bool,
     "c64": torch.complex64,
+    # FP8 (TorchNeuron 2.34: _scaled_mm native) and MXFP8's shared block exponents (E8M0 scales)
+    "f8e4m3": torch.float8_e4m3fn,
+    "f8e5m2": torch.float8_e5m2,
+    "f8e8m0": torch.float8_e8m0fnu,
+    "u64": torch.uint64,  # varlen attention's (constant) RNG state
 }
 DTYPE_NAMES: dict[torch.dtype, str] = {v: k for k, v in DTYPES.items()}
 

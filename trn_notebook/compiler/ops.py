@@ -23,6 +23,7 @@ import torch
 from ..device.numerics.calls import check_node, round_node
 from ..device.ops.policy import registry
 from ..device.ops.registry import IR_KINDS
+from . import varlen
 from .decompositions import DECOMPOSITIONS
 from .host_call import ATEN_POINTWISE, HOST_CALL, HOST_EFFECT, aten_pointwise, host_call, host_effect
 from .kernel_call import kernel_call
@@ -161,6 +162,14 @@ OPS["histc"] = OpDef("histc", "library", _histc, reduces=OPS["histc"].reduces)
 # random: never merged by CSE; i64_index: the op gets int64 tensors as the user passed them (its own checks may
 # insist on int64 targets, e.g. torch's linear_cross_entropy custom op)
 OPS["custom_call"] = OpDef("custom_call", "library", _custom_call, random=True, i64_index=True)
+# varlen_attn (TorchNeuron 2.34: native): PyTorch's torch_attn custom ops run as the device's flash-attention kernels
+# per sequence (varlen.py: values as eager; cost over equal-length sequences, assumed)
+OPS["varlen_attn"] = OpDef("varlen_attn", "library", varlen.varlen_forward, flops=varlen.varlen_flops)
+OPS["varlen_attn_backward"] = OpDef(
+    "varlen_attn_backward", "library", varlen.varlen_backward, flops=varlen.varlen_backward_flops
+)
+LOWERINGS[varlen.FORWARD] = "varlen_attn"
+LOWERINGS[varlen.BACKWARD] = "varlen_attn_backward"
 
 RANDOM_OPS = frozenset(name for name, d in OPS.items() if d.random)
 

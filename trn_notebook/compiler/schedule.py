@@ -114,7 +114,7 @@ def build_schedule(g: Graph) -> Schedule:
         for n in members:
             node_f = node_flops(n, types)
             flops += node_f
-            compute_s += node_f / costmodel.roofline_rates(chip, DTYPES[_node_dtype(n)])[0] if node_f else 0.0
+            compute_s += node_f / costmodel.roofline_rates(chip, DTYPES[_node_dtype(n, types)])[0] if node_f else 0.0
             for r in n.refs():
                 b = base.get(r, r)
                 if produced_in.get(b, -2) != k:
@@ -140,8 +140,14 @@ def build_schedule(g: Graph) -> Schedule:
     return Schedule(tuple(kernels), total, eager, peak, fused)
 
 
-def _node_dtype(n: Node) -> str:
-    """The dtype a node's FLOPs run at: its first output's (``f32`` when it has none), as eager charges it."""
+def _node_dtype(n: Node, types: dict[str, TensorType | None] | None = None) -> str:
+    """The dtype a node's FLOPs run at, as eager charges it: a matmul's first operand's (the TensorE runs at its
+    input precision: an FP8 ``scaled_mm`` at the FP8 rate whatever its output), else its first output's (``f32``
+    when it has none)."""
+    if types is not None and OPS[n.op].kind == "matmul" and n.refs():
+        first = types.get(n.refs()[0])
+        if first is not None:
+            return first.dtype
     return n.types[0].dtype if n.types and n.types[0] is not None else "f32"
 
 
@@ -155,5 +161,5 @@ def _eager_node_s(n: Node, types: dict[str, TensorType | None], base: dict[str, 
         t = types.get(base.get(r, r))
         nbytes += t.nbytes if t is not None else 0
     return consts.eager_launch_s + costmodel.roofline_seconds(
-        chip, node_flops(n, types), nbytes, DTYPES[_node_dtype(n)]
+        chip, node_flops(n, types), nbytes, DTYPES[_node_dtype(n, types)]
     )

@@ -185,7 +185,7 @@ RECORDS = (
     op("mm", NATIVE, flops=MATMUL, autocast=LOWER, direct=("default",), ir="mm", kind=MATMUL_K),
     # FP8 / MXFP8 matmuls are native in TorchNeuron 2.34 (torchneuron.md, "What changed in SDK 2.34"): charged at
     # the chip's FP8 rate (the first input's dtype: trn2 2x BF16, trn3 MXFP8, trn1 the BF16 rate)
-    op("_scaled_mm", NATIVE, flops=MATMUL, kind=MATMUL_K),
+    op("_scaled_mm", NATIVE, flops=MATMUL, ir="scaled_mm", kind=MATMUL_K),
     op("mse_loss", NATIVE, autocast=FP32, direct=("default",), ir="mse_loss", kind=LIBRARY),
     op("mse_loss_backward", NATIVE, ir="mse_loss_backward", kind=LIBRARY),
     op("mv", NATIVE, autocast=LOWER),
