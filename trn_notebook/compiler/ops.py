@@ -122,6 +122,7 @@ OPS[HOST_EFFECT] = OpDef(HOST_EFFECT, "host", host_effect, random=True, i64_inde
 OPS[ATEN_POINTWISE] = OpDef(ATEN_POINTWISE, "pointwise", aten_pointwise)
 IR_ONLY = frozenset(
     {"kernel_call", "custom_call", "numerics_round", "numerics_check", HOST_CALL, HOST_EFFECT, ATEN_POINTWISE}
+    | {"varlen_attn", "varlen_attn_backward"}  # lowered from torch_attn custom ops (varlen.py), not ATen records
 )
 
 

@@ -31,6 +31,10 @@ class ChipSpec:
     tflops_fp8: float  # FP8: Trn2 1299, Trn3 2517 (MXFP8)
     sbuf_bytes_per_core: int  # Trn2 28 MiB, Trn3 32 MiB
     psum_bytes_per_core: int  # 2 MiB on both
+    # HBM the profiler's ProfileMode.DEVICE holds for hardware notifications: "approximately 5 GB of HBM on Trn2"
+    # (Neuron docs, tools/neuron-explorer/how-to-profile-pytorch, 2026-10-26); per device (one neuron:N) assumed.
+    # None where no figure is published (the simulator then reserves nothing and says so).
+    profiler_device_mode_bytes: int | None = None
 
     @property
     def device_hbm_bytes(self) -> int:
@@ -66,6 +70,7 @@ CHIPS: dict[str, ChipSpec] = {
         tflops_fp8=1299.0,
         sbuf_bytes_per_core=28 * MiB,
         psum_bytes_per_core=2 * MiB,
+        profiler_device_mode_bytes=5_000_000_000,
     ),
     "trn3": ChipSpec(
         name="trn3",

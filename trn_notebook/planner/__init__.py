@@ -43,6 +43,7 @@ class PlanResult(Result):
         runs: list[LayoutRun],
         extrapolated: tuple[int, int, int] | None = None,
         more_runs: list[LayoutRun] | None = None,
+        profiler_bytes: int = 0,
     ):
         import pandas as pd
 
@@ -50,6 +51,7 @@ class PlanResult(Result):
         self.runs = {r.layout.name: r for r in runs}
         self.cores_per_chip = get_chip_spec(chip).physical_cores // lnc
         self.extrapolated = extrapolated
+        self.profiler_bytes = profiler_bytes  # HBM the profiler's DEVICE mode holds, already out of capacity
         rows = [self._row(r) for r in runs]
         if extrapolated is not None and more_runs is not None:
             d1, d2, full = extrapolated
@@ -124,6 +126,11 @@ class PlanResult(Result):
             f"tokens/s per chip: batch {w.batch} × seq {w.seq} per data-parallel rank, {self.cores_per_chip} logical cores "
             "per chip; host memory (assumed): one bf16 copy of the full weights to load the checkpoint.",
         ]
+        if self.profiler_bytes:
+            notes.append(
+                f"PROFILED: the capacity is {fmt_bytes(self.profiler_bytes)} lower, the HBM the profiler's "
+                f"ProfileMode.DEVICE holds on {self.chip} (Neuron docs, how-to-profile-pytorch; per device, assumed)."
+            )
         if self.extrapolated is not None:
             d1, d2, full = self.extrapolated
             notes.append(
@@ -150,6 +157,7 @@ def plan(
     layouts: list[Layout] | str | None = None,
     dtype: torch.dtype = torch.bfloat16,
     depths: tuple[int, int] | None = None,
+    profile: bool = False,
 ) -> PlanResult:
     """Dry-run a training step of ``model`` under each layout; the table says which fit (see the module docstring).
 
@@ -161,11 +169,24 @@ def plan(
 
     ``depths=(d1, d2)`` (a config only): run each layout at ``d1`` and ``d2`` decoder layers and extrapolate
     every figure linearly to the config's depth (faster; the table says EXTRAPOLATED). Default: full size.
+
+    ``profile=True``: plan the step under ``torch.profiler`` with ``ProfileMode.DEVICE``, whose buffers hold HBM
+    (about 5 GB on trn2): each layout's capacity is that much lower. Raises ``ValueError`` on a chip with no
+    published figure for it.
     """
     if lnc not in (1, 2):
         raise ValueError(f"lnc must be 1 or 2 (logical NeuronCore config), got {lnc!r}")
     spec = get_chip_spec(chip)
     spec = with_cores(spec, spec.physical_cores // lnc)
+    profiler_bytes = 0
+    if profile:
+        if spec.profiler_device_mode_bytes is None:
+            raise ValueError(
+                f"profile=True: no published figure for the HBM ProfileMode.DEVICE holds on {chip} (only trn2's, about "
+                "5 GB); plan without it"
+            )
+        profiler_bytes = spec.profiler_device_mode_bytes
+    capacity = spec.device_hbm_bytes - profiler_bytes
     source = ModelSource.of(model)
     if isinstance(layouts, str):
         layouts = parse_layouts(layouts)
@@ -173,7 +194,7 @@ def plan(
     workload = workload or Workload()
     if depths is None:
         runs = [run_layout(source, layout, workload, spec, dtype) for layout in chosen]
-        return PlanResult(source.name, workload, spec.name, lnc, spec.device_hbm_bytes, runs)
+        return PlanResult(source.name, workload, spec.name, lnc, capacity, runs, profiler_bytes=profiler_bytes)
     d1, d2 = depths
     full = int(getattr(source.config, "num_hidden_layers", 0) or 0)
     if source.config is None or not 0 < d1 < d2 <= full:
@@ -184,7 +205,9 @@ def plan(
     shallow, deep = source.with_layers(d1), source.with_layers(d2)
     runs = [run_layout(shallow, layout, workload, spec, dtype) for layout in chosen]
     more = [run_layout(deep, layout, workload, spec, dtype) for layout in chosen]
-    return PlanResult(source.name, workload, spec.name, lnc, spec.device_hbm_bytes, runs, (d1, d2, full), more)
+    return PlanResult(
+        source.name, workload, spec.name, lnc, capacity, runs, (d1, d2, full), more, profiler_bytes=profiler_bytes
+    )
 
 
 _LINEAR = ("peak_reserved", "peak_allocated", *CATEGORIES, "step_s", "comm_s", "exposed_comm_s", "host_bytes")

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch.profiler import ProfilerActivity
 
+from ..device.memory.runtime import get_chip, runtime_reservation
 from ..display.views import view_for
 from .adapter import session_of
 from .config import NeuronConfig, ProfileMode
@@ -49,6 +50,7 @@ class ProfileResult:
         self.prof: Any = None
         self.error: str = ""
         self._trace: dict[str, Any] | None = None
+        self.hbm_reserved: int | None = None  # DEVICE mode's modeled HBM hold (bytes); None: no published figure
 
     @property
     def partial(self) -> bool:
@@ -147,8 +149,13 @@ def profile(
         with_stack=with_stack,
     )
     result.prof = prof
+    hold: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
+    if ProfileMode.DEVICE in result.config.modes:  # its hardware-notification buffers hold HBM (trn2: ~5 GB)
+        result.hbm_reserved = get_chip().profiler_device_mode_bytes
+        if result.hbm_reserved:
+            hold = runtime_reservation(result.hbm_reserved, "the profiler's ProfileMode.DEVICE")
     try:
-        with prof:
+        with hold, prof:
             yield result
     except BaseException as exc:
         result.error = f"{type(exc).__name__}: {exc}"

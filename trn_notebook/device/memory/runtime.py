@@ -10,7 +10,9 @@ frees the simulated block exactly when the last tensor, view or saved tensor goe
 
 from __future__ import annotations
 
+import contextlib
 import weakref
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -84,6 +86,28 @@ def _set_capacity(capacity: int) -> int:
             )
         allocator.capacity = capacity
     return capacity
+
+
+@contextlib.contextmanager
+def runtime_reservation(nbytes: int, what: str) -> Iterator[None]:
+    """HBM the Neuron runtime holds outside PyTorch's allocator while the block runs (the profiler's DEVICE-mode
+    buffers): tensors have ``nbytes`` less capacity meanwhile (``mem_get_info``, the memory counters, an OOM).
+
+    Raises ``ValueError`` naming ``what`` when the memory already reserved leaves no room for it.
+    """
+    with allocator.section:
+        if allocator.capacity - nbytes < allocator.counters.reserved:
+            raise ValueError(
+                f"{what} needs {nbytes} B of HBM, but tensors already reserve {allocator.counters.reserved} B of the "
+                f"{allocator.capacity} B capacity; free tensors and call torch.neuron.empty_cache(), or leave "
+                "ProfileMode.DEVICE out of the NeuronConfig (RUNTIME and HOST_MEMORY reserve nothing)"
+            )
+        allocator.capacity -= nbytes
+    try:
+        yield
+    finally:
+        with allocator.section:
+            allocator.capacity += nbytes
 
 
 def _release(ptr: int) -> None:
