@@ -51,9 +51,8 @@ def test_a_chip_without_a_published_figure_reserves_nothing():
 def test_no_room_for_the_buffers_is_a_clear_error_and_nothing_is_lost():
     trn_notebook.set_memory_capacity(6 << 30)
     keep = torch.ones(1 << 29, device="neuron")  # 2 GiB: 6 GiB less 5 GB leaves 1.4 GB
-    with pytest.raises(ValueError, match="ProfileMode.DEVICE needs 5000000000 B"):
-        with trn_notebook.profile():
-            pass
+    with pytest.raises(ValueError, match="ProfileMode.DEVICE needs 5000000000 B"), trn_notebook.profile():
+        pass
     assert _total() == 6 << 30 and keep[0].item() == 1.0
 
 
