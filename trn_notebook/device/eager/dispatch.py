@@ -248,7 +248,8 @@ def _run(info: _OpInfo, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         kwargs = kw
     if foreign and pairs and not info.name.lstrip("_").startswith("index"):  # CPU indices, as on CUDA
         raise _same_device_error(info.name)
-    category = placed_category(info, category, dtype, native, cfg, flags.formatting)
+    if category != "native" or (dtype is not None and dtype not in native):  # the common case skips the call
+        category = placed_category(info, category, dtype, native, cfg, flags.formatting)
     try:
         # the overload's C++ callable (OpOverload.__call__ without its frame); the numerics hook: trainium policy
         out = info.call(*hargs, **kwargs) if not _numerics.active else _numerics_call(info, hargs, kwargs)
