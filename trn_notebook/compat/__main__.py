@@ -34,12 +34,8 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     if args.compiled:
         return _compiled(args, parser, argv, t0)
-    try:
-        results = sweep(args.ops, args.quick, isolated=not args.in_process)
-    except ValueError as exc:
-        parser.error(str(exc))
-    except MissingExtra as exc:
-        print(f"python -m trn_notebook.compat: {exc}", file=sys.stderr)
+    results = _results(parser, sweep, args.ops, args.quick, isolated=not args.in_process)
+    if results is None:
         return 2
     s = summarize(results)
     print(f"OpInfo entries: {s.ops}   crashes: {s.crashes}   ({time.perf_counter() - t0:.0f} s)")
@@ -56,17 +52,25 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if s.crashes else 0
 
 
+def _results(parser: argparse.ArgumentParser, run: Any, *args: Any, **kwargs: Any) -> Any:
+    """``run(*args, **kwargs)``; a bad pattern exits through ``parser.error``; a missing extra prints which to
+    install and returns ``None`` (exit status 2)."""
+    try:
+        return run(*args, **kwargs)
+    except ValueError as exc:
+        parser.error(str(exc))
+    except MissingExtra as exc:
+        print(f"python -m trn_notebook.compat: {exc}", file=sys.stderr)
+        return None
+
+
 def _compiled(args: argparse.Namespace, parser: argparse.ArgumentParser, argv: list[str] | None, t0: float) -> int:
     """``--compiled``: print the compiled coverage and its failing entries; write JSON / markdown if asked."""
     from .api import compiled_sweep
     from .compiled_table import compiled_markdown, summarize_compiled, summary_lines
 
-    try:
-        results = compiled_sweep(args.ops, args.quick, args.every, isolated=not args.in_process)
-    except ValueError as exc:
-        parser.error(str(exc))
-    except MissingExtra as exc:
-        print(f"python -m trn_notebook.compat: {exc}", file=sys.stderr)
+    results = _results(parser, compiled_sweep, args.ops, args.quick, args.every, isolated=not args.in_process)
+    if results is None:
         return 2
     s = summarize_compiled(results)
     print(f"({time.perf_counter() - t0:.0f} s)")

@@ -21,6 +21,7 @@ from ..device.memory.runtime import get_chip
 from ..device.ops.policy import policy
 from ..display.format import plural
 from ..facts.base import NA
+from ..numerics_compare.capture import to_device
 
 if TYPE_CHECKING:
     from ..compiler.compile_log import CompileRecord
@@ -81,17 +82,6 @@ def _placement() -> dict[str, Any]:
     return {"calls": calls, "fallbacks": fallbacks[:10], "ops_seen": len(rows)}
 
 
-def _to(value: Any, device: str, dtype: torch.dtype | None = None) -> Any:
-    if isinstance(value, torch.Tensor):
-        v = value.detach().to(device)
-        return v.to(dtype) if dtype is not None and v.is_floating_point() else v
-    if isinstance(value, tuple | list):
-        return type(value)(_to(v, device, dtype) for v in value)
-    if isinstance(value, dict):
-        return {k: _to(v, device, dtype) for k, v in value.items()}
-    return value
-
-
 def _first_tensor(out: Any) -> torch.Tensor:
     if isinstance(out, torch.Tensor):
         return out
@@ -129,9 +119,9 @@ def _numerics(model: torch.nn.Module, dev_model: torch.nn.Module, inputs: tuple[
     ref_model = _cpu_copy(model).float().eval()
     bf16_model = _cpu_copy(model).to(torch.bfloat16).eval()
     with torch.no_grad():
-        ref = _first_tensor(ref_model(*_to(inputs, "cpu"))).float()
-        dev = _first_tensor(dev_model(*_to(inputs, "neuron"))).cpu().float()
-        bf16 = _first_tensor(bf16_model(*_to(inputs, "cpu", torch.bfloat16))).float()
+        ref = _first_tensor(ref_model(*to_device(inputs, "cpu"))).float()
+        dev = _first_tensor(dev_model(*to_device(inputs, "neuron"))).cpu().float()
+        bf16 = _first_tensor(bf16_model(*to_device(inputs, "cpu", torch.bfloat16))).float()
     dev_err = (dev - ref).abs().max().item() if ref.numel() else 0.0
     bf16_err = (bf16 - ref).abs().max().item() if ref.numel() else 0.0
     ok = bool(torch.allclose(dev, ref, atol=FP32_ATOL, rtol=FP32_RTOL))
@@ -179,7 +169,7 @@ def _session_three_way() -> dict[str, Any] | None:
 
 def _latency(dev_model: torch.nn.Module, inputs: tuple[Any, ...], runs: int, batch: int | None) -> dict[str, Any]:
     """Synchronised eager latency on the device: wall and modeled device time per run, each labelled."""
-    dev_inputs = _to(inputs, "neuron")
+    dev_inputs = to_device(inputs, "neuron")
     backend = facts.current()
     walls: list[float] = []
     modeled: list[float] = []
