@@ -7,6 +7,7 @@ from .device.autoload import autoload as _autoload
 
 _autoload(explicit=True)  # registers the simulated device unless a real torch_neuronx is installed
 
+from ._version import __version__  # noqa: E402  (the one version: pyproject reads the same file)
 from .api import (  # noqa: E402
     clear_op_tracking,
     get_executed_ops,
@@ -22,21 +23,13 @@ from .api import (  # noqa: E402
 )
 from .device import get_chip  # noqa: E402
 from .distributed import compare_ranks  # noqa: E402, F401 - public API
-from .distributed import register as _register_distributed  # noqa: E402 - the "neuron" c10d backend
+from .distributed.rank_setup import install_integrations as _install_integrations  # noqa: E402
 from .dry.run import dryrun  # noqa: E402
-from .facts.dynamo import route_default_compile as _route_default_compile  # noqa: E402
 from .migration import report  # noqa: E402
 from .migration.portcheck import port_check  # noqa: E402
 from .planner import plan  # noqa: E402
-from .profiling import install as _install_profiler  # noqa: E402
-from .profiling import install_memory_namespace as _install_memory_namespace  # noqa: E402
 from .profiling import profile, profile_table, why_slow  # noqa: E402
 from .state import reset  # noqa: E402
-
-_install_profiler()  # torch.profiler on neuron gains the simulated device lanes (trn_notebook.profiling)
-_install_memory_namespace()  # torch.neuron.memory._record_memory_history / _snapshot / _dump_snapshot
-
-from ._version import __version__  # noqa: E402  (the one version: pyproject reads the same file)
 
 # The compiler (and with it torch._dynamo, ~1 s to import) loads on first use, so that `import torch`
 # (which autoloads the device) stays fast; `backend="neuron"` also resolves through its entry point.
@@ -120,8 +113,9 @@ def _install_lazy_dynamo_metrics() -> None:
 
 
 _install_lazy_dynamo_metrics()
-_register_distributed()
-_route_default_compile()  # torch.compile(model) on neuron: our compiler with a one-time note, not Inductor
+# the "neuron" c10d backend; torch.compile(model) on neuron: our compiler with a one-time note, not Inductor;
+# torch.profiler's simulated device lanes; torch.neuron.memory._record_memory_history / _snapshot / _dump_snapshot
+_install_integrations()
 
 
 def load_ipython_extension(ipython: object) -> None:

@@ -59,11 +59,12 @@ def category_of(result: OpResult) -> str:
 
 
 def _record(name: str) -> OpRecord | None:
-    """The registry's record of ATen op ``name`` (its rule, from tags, when it has no record of its own)."""
+    """The registry's rule for ATen op ``name`` (its record, or one from the op's tags); ``None`` when ``name`` is
+    no ATen op with an overload."""
     packet = getattr(torch.ops.aten, name, None)
     if isinstance(packet, torch._ops.OpOverloadPacket) and packet.overloads():
         return policy.rule(name, getattr(packet, packet.overloads()[0]))
-    return policy.get(name)
+    return None
 
 
 def class_of(result: OpResult, category: str) -> str:

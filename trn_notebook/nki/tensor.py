@@ -89,10 +89,6 @@ def bind_tile_ops(ops: dict[str, Callable[..., NkiTensor]]) -> None:
     TILE_OPS.update(ops)
 
 
-def _tile_op(name: str) -> Callable[..., NkiTensor]:
-    return TILE_OPS[name]  # bound at import: the package's __init__ imports nki.language before any kernel runs
-
-
 class Storage:
     """One allocation: its backing torch tensor, buffer, per-partition bytes and PSUM bookkeeping."""
 
@@ -254,7 +250,7 @@ class NkiTensor:
 
     # -- operators: NKI's tile arithmetic, each the nl function of the same name (a new SBUF tile) -------------
     def _binary(self, name: str, other: Any, reverse: bool = False) -> NkiTensor:
-        fn = _tile_op(name)
+        fn = TILE_OPS[name]  # bound when nki.language was imported (the package's __init__ imports it)
         return fn(other, self) if reverse else fn(self, other)
 
     def __add__(self, other: Any) -> NkiTensor:
@@ -346,7 +342,7 @@ class NkiTensor:
 
     def __neg__(self) -> NkiTensor:
         """``-a``: ``nl.negative(a)``."""
-        return _tile_op("negative")(self)
+        return TILE_OPS["negative"](self)
 
     def __matmul__(self, other: Any) -> NkiTensor:
         raise fail("`a @ b` is not a tile operator in NKI; use nl.matmul(a, b) (into PSUM) or nisa.nc_matmul")
