@@ -37,7 +37,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("widgets",),
     ("magics", "quickstart"),
     ("",),  # the package's __init__: the public API
-    ("demo", "compat", "zoo"),  # command-line tools built on the public API
+    ("demo", "compat", "zoo", "sweep_cli"),  # command-line tools built on the public API
 )
 
 # What may sit directly in device/ (outside a subpackage): the device's face and its shared ledgers.

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trn_notebook.device.ops.attention import FLASH, choose_kernel, flash_applies
+from trn_notebook.device.ops.attention import FLASH, additive_mask, choose_kernel
 
 N = "neuron"
 
@@ -97,10 +97,15 @@ def test_causal_bool_mask_regression(fresh_device):
 def test_selection_follows_cpu(fresh_device):
     q = torch.randn(1, 2, 4, 8)
     mask = torch.randn(1, 2, 4, 4)
-    assert flash_applies(q.to(N), q.to(N), q.to(N))
-    assert flash_applies(q.to(N), q.to(N), q.to(N), mask.to(N) > 0)  # bool masks are converted, then flash
-    assert not flash_applies(q.to(N), q.to(N), q.to(N), mask.to(N).requires_grad_(True))
-    assert not flash_applies(q.to(N), q.to(N), q.to(N), dropout_p=0.1)
+    n = q.to(N)
+
+    def kernel(mask: torch.Tensor | None = None, dropout_p: float = 0.0) -> int:
+        return choose_kernel(n, n, n, additive_mask(mask, n.dtype), dropout_p, False, None, False)
+
+    assert kernel() == FLASH
+    assert kernel(mask.to(N) > 0) == FLASH  # bool masks are converted, then flash
+    assert kernel(mask.to(N).requires_grad_(True)) != FLASH
+    assert kernel(dropout_p=0.1) != FLASH
     assert choose_kernel(q, q, q, None, 0.0, False, None, False) == FLASH
 
 

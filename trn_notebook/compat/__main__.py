@@ -13,6 +13,7 @@ from typing import Any
 
 from ..extras import MissingExtra
 from ..outfiles import write_text_atomic
+from ..sweep_cli import sweep_parser
 from .api import sweep
 from .table import summarize, to_markdown
 
@@ -22,12 +23,13 @@ def main(argv: list[str] | None = None) -> int:
 
     Exits 2 with a message naming the extra to install when ``expecttest`` is missing (before any work).
     """
-    parser = argparse.ArgumentParser(prog="python -m trn_notebook.compat", description=__doc__)
-    parser.add_argument("--ops", help="comma-separated globs over OpInfo names, e.g. 'add,nn.functional.*'")
-    parser.add_argument("--quick", action="store_true", help="two samples per dtype; a representative op subset")
-    parser.add_argument("--out", help="write the markdown table here (e.g. docs/compatibility.md)")
-    parser.add_argument("--json", help="also write the raw per-op results as JSON here")
-    parser.add_argument("--in-process", action="store_true", help="no worker subprocesses (faster, not crash-safe)")
+    parser = sweep_parser(
+        "python -m trn_notebook.compat",
+        __doc__,
+        select=("--ops", "comma-separated globs over OpInfo names, e.g. 'add,nn.functional.*'"),
+        quick_help="two samples per dtype; a representative op subset",
+        out_example="docs/compatibility.md",
+    )
     parser.add_argument("--compiled", action="store_true", help='the compiled sweep (torch.compile(backend="neuron"))')
     parser.add_argument("--every", type=int, default=1, help="with --compiled: every k-th selected entry")
     args = parser.parse_args(argv)

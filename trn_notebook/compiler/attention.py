@@ -19,28 +19,14 @@ import torch.fx
 import torch.nn.functional as F
 
 from .. import locks as _locks
-from ..device.ops.attention import additive_mask, flash_applies
+from ..device.ops.attention import flash_or
 
 _original = F.scaled_dot_product_attention
 _lock = _locks.make("attention_trace", "flash attention patch")
-_flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
 
 
-def flash_or_default(
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    attn_mask: torch.Tensor | None = None,
-    dropout_p: float = 0.0,
-    is_causal: bool = False,
-    scale: float | None = None,
-    enable_gqa: bool = False,
-) -> torch.Tensor:
-    """``F.scaled_dot_product_attention`` that uses the fused flash kernel when it applies."""
-    if flash_applies(query, key, value, attn_mask, dropout_p, enable_gqa, is_causal, scale):
-        mask = additive_mask(attn_mask, query.dtype)  # the fused kernel takes additive masks only
-        return _flash(query, key, value, dropout_p, is_causal, attn_mask=mask, scale=scale)[0]
-    return _original(query, key, value, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa)
+flash_or_default = flash_or(_original)
+"""``F.scaled_dot_product_attention`` that uses the fused flash kernel when it applies (as the CPU would)."""
 
 
 def select_kernels(gm: torch.fx.GraphModule) -> None:

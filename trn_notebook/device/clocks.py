@@ -158,26 +158,15 @@ class Clocks:
         kind: str = "op",
         detail: Any = None,
         fused: bool = False,
+        fold_pending: bool = True,
     ) -> None:
         """Charge one device launch: host dispatch, then the kernel on the device queue.
 
         ``fused=True``: the op joined an open fusion group, so it runs without a launch of its own.
+        ``fold_pending=False``: the pending eager records are not folded first (the fold itself calls so).
         """
-        if self.pending:
+        if fold_pending and self.pending:
             self.drain()
-        self._launch(name, device_s, host_s, wall_s, kind, detail, fused)
-
-    def _launch(
-        self,
-        name: str,
-        device_s: float,
-        host_s: float,
-        wall_s: float,
-        kind: str = "op",
-        detail: Any = None,
-        fused: bool = False,
-    ) -> None:
-        """:meth:`launch` without folding the pending records first (the fold itself calls it)."""
         st = self._st
         with self.lock:
             st.sim_host_s += host_s

@@ -38,7 +38,28 @@ DRY = "DRY RUN (shape only; every figure modeled, nothing measured)"
 
 
 class DryRun(Result):
-    """A dry run: a context manager while it runs, its figures afterwards (see the module docstring)."""
+    """A dry run of the ``neuron`` device: ``with trn_notebook.dryrun() as run: ...`` then ``run.summary()``.
+
+    A context manager while it runs, its figures afterwards (see the module docstring).
+
+    ``capacity``: modeled HBM bytes (default: the device's current capacity). ``on_data_dependent``:
+    ``"continue"`` (default; value reads become findings with a stand-in) or ``"raise"`` (a
+    :class:`DryRunError` at the first). Raises ``ValueError`` for another value, ``RuntimeError`` when a
+    dry run is already active in the thread.
+
+    Over capacity is a finding, not the end: by default the run goes on past the first allocation the device
+    would refuse; ``run.fits`` is then False and ``run.need`` (and the summary) give the peak it needs, the
+    phase and source line where it first crossed the capacity, and the fewest logical cores and chips that
+    would hold it. ``strict=True`` raises :class:`OutOfDeviceMemory` at the crossing, as the device does
+    (the run keeps it as :attr:`DryRun.oom`).
+
+    ``world_size`` (and optionally ``mesh_shape``/``mesh_dim_names``): a dry run of ranks
+    (:mod:`trn_notebook.dry.ranks`): torch's fake process group and ``run.mesh``, a
+    ``DeviceMesh("neuron", mesh_shape)``, for DDP / ``fully_shard`` / ``parallelize_module``; each collective
+    charged with the α–β model; ``RuntimeError`` if a process group already exists. ``categories``
+    (default: on for ranks) keeps memory by category at the peak (:mod:`trn_notebook.device.dry.memory`;
+    name the model and optimizer with ``run.track(model, opt)``).
+    """
 
     def __init__(
         self,
@@ -336,47 +357,8 @@ def _transformers_eager_path(fake_mode: Any) -> Iterator[None]:
         iu.is_fake_tensor = original  # type: ignore[attr-defined]
 
 
-def dryrun(
-    label: str = "dry run",
-    *,
-    capacity: int | None = None,
-    on_data_dependent: str = "continue",
-    world_size: int | None = None,
-    mesh_shape: Sequence[int] | None = None,
-    mesh_dim_names: Sequence[str] | None = None,
-    categories: bool | None = None,
-    strict: bool = False,
-) -> DryRun:
-    """A dry run of the ``neuron`` device: ``with trn_notebook.dryrun() as run: ...`` then ``run.summary()``.
-
-    ``capacity``: modeled HBM bytes (default: the device's current capacity). ``on_data_dependent``:
-    ``"continue"`` (default; value reads become findings with a stand-in) or ``"raise"`` (a
-    :class:`DryRunError` at the first). Raises ``ValueError`` for another value, ``RuntimeError`` when a
-    dry run is already active in the thread.
-
-    Over capacity is a finding, not the end: by default the run goes on past the first allocation the device
-    would refuse; ``run.fits`` is then False and ``run.need`` (and the summary) give the peak it needs, the
-    phase and source line where it first crossed the capacity, and the fewest logical cores and chips that
-    would hold it. ``strict=True`` raises :class:`OutOfDeviceMemory` at the crossing, as the device does
-    (the run keeps it as :attr:`DryRun.oom`).
-
-    ``world_size`` (and optionally ``mesh_shape``/``mesh_dim_names``): a dry run of ranks
-    (:mod:`trn_notebook.dry.ranks`): torch's fake process group and ``run.mesh``, a
-    ``DeviceMesh("neuron", mesh_shape)``, for DDP / ``fully_shard`` / ``parallelize_module``; each collective
-    charged with the α–β model; ``RuntimeError`` if a process group already exists. ``categories``
-    (default: on for ranks) keeps memory by category at the peak (:mod:`trn_notebook.device.dry.memory`;
-    name the model and optimizer with ``run.track(model, opt)``).
-    """
-    return DryRun(
-        label,
-        capacity=capacity,
-        on_data_dependent=on_data_dependent,
-        world_size=world_size,
-        mesh_shape=mesh_shape,
-        mesh_dim_names=mesh_dim_names,
-        categories=categories,
-        strict=strict,
-    )
+dryrun = DryRun
+"""``trn_notebook.dryrun(...)`` makes a :class:`DryRun` (the name the lessons and the magics use)."""
 
 
 def last() -> DryFigures | None:

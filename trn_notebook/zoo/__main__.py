@@ -11,6 +11,7 @@ import time
 
 from ..extras import MissingExtra
 from ..outfiles import write_text_atomic
+from ..sweep_cli import saved_records, sweep_parser
 from .api import run_zoo
 from .specs import SPECS
 from .stages import ModelResult
@@ -22,12 +23,13 @@ def main(argv: list[str] | None = None) -> int:
 
     Exits 2 with a message naming the extra to install when ``transformers`` is missing (before any work).
     """
-    parser = argparse.ArgumentParser(prog="python -m trn_notebook.zoo", description=__doc__)
-    parser.add_argument("--models", help="comma-separated globs over zoo model names, e.g. 'llama,gpt*'")
-    parser.add_argument("--quick", action="store_true", help="the CI subset (6 architectures, all stages)")
-    parser.add_argument("--out", help="write the markdown table here (e.g. docs/models.md)")
-    parser.add_argument("--json", help="also write the raw per-model results as JSON here")
-    parser.add_argument("--in-process", action="store_true", help="no worker subprocesses (not crash-safe)")
+    parser = sweep_parser(
+        "python -m trn_notebook.zoo",
+        __doc__,
+        select=("--models", "comma-separated globs over zoo model names, e.g. 'llama,gpt*'"),
+        quick_help="the CI subset (6 architectures, all stages)",
+        out_example="docs/models.md",
+    )
     parser.add_argument("--per-worker", type=int, default=1, help="models per worker process (default 1)")
     parser.add_argument("--jobs", type=int, default=1, help="worker processes at a time (default 1)")
     parser.add_argument("--from-json", metavar="FILES", help="no run: rebuild the table from saved --json results")
@@ -58,11 +60,9 @@ def main(argv: list[str] | None = None) -> int:
 def _load(paths: list[str]) -> list[ModelResult]:
     """Saved results, later files overriding earlier ones per model, in the zoo's order."""
     found: dict[str, ModelResult] = {}
-    for path in paths:
-        with open(path, encoding="utf-8") as fh:
-            for data in json.load(fh):
-                r = ModelResult.from_json(data)
-                found[r.name] = r
+    for data in saved_records(paths):
+        r = ModelResult.from_json(data)
+        found[r.name] = r
     order = [s.name for s in SPECS]
     return sorted(found.values(), key=lambda r: order.index(r.name) if r.name in order else len(order))
 

@@ -10,6 +10,7 @@ import sys
 import time
 
 from ..outfiles import write_text_atomic
+from ..sweep_cli import saved_records
 from .dry import CARDS, DRY_STAGES, DRY_TITLES, DryCard, DryWorkload, run_dry
 from .dry_table import dry_markdown, splice
 
@@ -71,15 +72,13 @@ def dry_main(args: argparse.Namespace, argv: list[str] | None, parser: argparse.
 def merge(paths: list[str]) -> list[DryCard]:
     """Saved dry results, later files overriding earlier ones stage by stage, in the cards' order."""
     found: dict[str, DryCard] = {}
-    for path in paths:
-        with open(path, encoding="utf-8") as fh:
-            for data in json.load(fh):
-                c = DryCard.from_json(data)
-                if c.name in found:
-                    found[c.name].stages |= c.stages
-                    found[c.name].params = found[c.name].params or c.params
-                else:
-                    found[c.name] = c
+    for data in saved_records(paths):
+        c = DryCard.from_json(data)
+        if c.name in found:
+            found[c.name].stages |= c.stages
+            found[c.name].params = found[c.name].params or c.params
+        else:
+            found[c.name] = c
     order = [c.name for c in CARDS]
     for c in found.values():
         c.stages = {s: c.stages[s] for s in DRY_STAGES if s in c.stages}

@@ -11,7 +11,7 @@ placement entry already exists, so no source line to capture) the op now appends
   constants then in force;
 * ``(name, None, wall_s, None)`` for a host-only view op.
 
-:func:`flush` folds the records, in order, through the very same :meth:`Clocks._launch` and
+:func:`flush` folds the records, in order, through the very same :meth:`Clocks.launch` and
 :meth:`PlacementLog._record` the immediate path calls, so the clocks, the timeline and the placement log
 end up exactly as if each op had charged itself. Every reader and every other writer of the clocks or
 the placement log flushes first (their ``state``/``entries`` properties and their methods do), and the
@@ -39,7 +39,7 @@ def flush() -> None:
     """Fold the pending records into the clocks and the placement log, oldest first."""
     if not pending:
         return
-    launch = clocks._launch
+    launch = clocks.launch
     record = placement_log._record
     with clocks.lock:
         n = len(pending)
@@ -49,7 +49,7 @@ def flush() -> None:
             if host_s is None:
                 record(name, "host_only", wall_s, 0.0)
             else:
-                launch(name, device_s, host_s, wall_s)
+                launch(name, device_s, host_s, wall_s, fold_pending=False)
                 record(name, "native", wall_s, device_s)
 
 

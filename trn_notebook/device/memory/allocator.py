@@ -269,18 +269,15 @@ class CachingAllocator(SectionedLock):
         room = hostmem.guard.headroom(self.counters.active)
         if room is None or nbytes <= room:
             return
-        c = self.counters
         self._count_oom(nbytes)
-        raise OutOfDeviceMemory(
+        raise self._refusal(
+            nbytes,
+            room,
             f"neuron out of memory (host memory backing the simulator): tried to allocate {fmt_bytes(nbytes)}; the "
             f"host has only {fmt_bytes(max(room, 0) + hostmem.RESERVE)} left for this process (keeping "
             f"{fmt_bytes(hostmem.RESERVE)} for the notebook), below the simulated capacity of {fmt_bytes(self.capacity)}. "
             "Free tensors you no longer need, or lower the simulated capacity with "
             "trn_notebook.set_memory_capacity() to what this machine holds. Nothing already allocated was lost.",
-            asked=nbytes,
-            free=max(room, 0),
-            reserved=c.reserved,
-            capacity=self.capacity,
         )
 
     def _new_segment_block(self, size: int, small: bool, nbytes: int) -> Block:
@@ -327,17 +324,21 @@ class CachingAllocator(SectionedLock):
         if self.observer is not None:
             self.observer("oom", 0, nbytes, nbytes)
         free = self.capacity - c.allocated
-        raise OutOfDeviceMemory(
+        raise self._refusal(
+            nbytes,
+            free,
             f"neuron out of memory (simulated HBM): tried to allocate {fmt_bytes(nbytes)}; "
             f"{fmt_bytes(max(free, 0))} free of {fmt_bytes(self.capacity)} capacity; "
             f"{fmt_bytes(c.allocated)} allocated, {fmt_bytes(c.reserved)} reserved by the caching allocator. "
             f"{self._fragmentation_note(size, free)}{_capacity_setting_note(self.capacity)}"
             "Free tensors you no longer need (del, then torch.neuron.empty_cache()), use a smaller "
             "batch or sequence bucket, or bfloat16 weights. Nothing already allocated was lost.",
-            asked=nbytes,
-            free=max(free, 0),
-            reserved=c.reserved,
-            capacity=self.capacity,
+        )
+
+    def _refusal(self, nbytes: int, free: int, message: str) -> OutOfDeviceMemory:
+        """The error for a request of ``nbytes`` the device refuses with ``free`` bytes left."""
+        return OutOfDeviceMemory(
+            message, asked=nbytes, free=max(free, 0), reserved=self.counters.reserved, capacity=self.capacity
         )
 
     def _fragmentation_note(self, size: int, free: int) -> str:

@@ -16,6 +16,7 @@ and does what ATen's composite does on the CPU, in the same order:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -79,36 +80,38 @@ def choose_kernel(
         )
 
 
-def flash_applies(
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    attn_mask: torch.Tensor | None = None,
-    dropout_p: float = 0.0,
-    enable_gqa: bool = False,
-    is_causal: bool = False,
-    scale: float | None = None,
-) -> bool:
-    """True when the fused flash-attention kernel is chosen for this call (as on the CPU)."""
-    mask = additive_mask(attn_mask, query.dtype)
-    return choose_kernel(query, key, value, mask, dropout_p, is_causal, scale, enable_gqa) == FLASH
+def flash_or(fallback: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
+    """An SDPA with ``F.scaled_dot_product_attention``'s signature: the fused flash kernel where the CPU picks it.
+
+    Elsewhere it calls ``fallback(query, key, value, mask, dropout_p, is_causal, scale=, enable_gqa=)`` with
+    the mask already additive. Raises what the chosen kernel raises (the CPU's own errors).
+    """
+
+    def attention(
+        query: torch.Tensor,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        attn_mask: torch.Tensor | None = None,
+        dropout_p: float = 0.0,
+        is_causal: bool = False,
+        scale: float | None = None,
+        enable_gqa: bool = False,
+    ) -> torch.Tensor:
+        mask = additive_mask(attn_mask, query.dtype)  # the fused and math kernels take additive masks only
+        if choose_kernel(query, key, value, mask, dropout_p, is_causal, scale, enable_gqa) == FLASH:
+            return _flash(query, key, value, dropout_p, is_causal, attn_mask=mask, scale=scale)[0]
+        return fallback(query, key, value, mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa)
+
+    return attention
 
 
-def sdpa(
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    attn_mask: torch.Tensor | None = None,
-    dropout_p: float = 0.0,
-    is_causal: bool = False,
-    scale: float | None = None,
-    enable_gqa: bool = False,
-) -> Any:
-    """SDPA for neuron tensors: the kernel CPU PyTorch would choose; raises what the CPU raises."""
-    mask = additive_mask(attn_mask, query.dtype)
-    if choose_kernel(query, key, value, mask, dropout_p, is_causal, scale, enable_gqa) == FLASH:
-        return _flash(query, key, value, dropout_p, is_causal, attn_mask=mask, scale=scale)[0]
-    return _math(query, key, value, mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa)[0]
+def _math_output(*args: Any, **kwargs: Any) -> torch.Tensor:
+    """ATen's math SDPA, its output only (not the attention weights)."""
+    return _math(*args, **kwargs)[0]
+
+
+sdpa = flash_or(_math_output)
+"""SDPA for neuron tensors: the kernel CPU PyTorch would choose; raises what the CPU raises."""
 
 
 def register_attention(lib: torch.library.Library) -> None:
