@@ -94,3 +94,35 @@ def test_model_crossovers_sit_at_the_documented_switch_points_on_16_ranks():
         "rdh",
         "ring",
     ]
+
+
+def test_the_defaults_are_trn2s_network_at_lnc2() -> None:
+    from trn_notebook.device.chips import CHIPS
+    from trn_notebook.distributed.commmodel import CommConstants, constants_for
+
+    assert constants_for(CHIPS["trn2"], CommConstants()) == CommConstants()
+    assert CommConstants().beta_efa == pytest.approx(50e9 / 8)  # 50 Gbps per rank (collectives.rst L110)
+
+
+def test_the_network_follows_the_chip_the_device_models(fresh_device) -> None:
+    from trn_notebook.device.memory import runtime
+
+    trn2_efa = collective_seconds("all_reduce", 10**8, 1024)[0]
+    runtime.set_chip("trn1")
+    try:
+        c = get_comm_constants()
+        assert (c.chip, c.cores_per_chip, c.chips_per_node) == ("trn1", 2, 16)
+        assert c.beta_efa == pytest.approx(800e9 / 8 / 32)  # trn1.32xlarge: 800 Gbps over 32 ranks
+        assert fabric_of(64) == "efa" and fabric_of(32) == "neuronlink" and fabric_of(2) == "intra_chip"
+        assert collective_seconds("all_reduce", 10**8, 1024)[0] > trn2_efa  # 25 Gbps a rank, not 50
+        set_comm_constants(alpha_efa_s=20e-6)  # a setting survives on the other chip's network
+        assert get_comm_constants().alpha_efa_s == 20e-6 and get_comm_constants().chip == "trn1"
+    finally:
+        runtime.set_chip("trn2")
+    assert get_comm_constants().chip == "trn2"
+
+
+def fabric_of(n: int) -> str:
+    from trn_notebook.distributed.commmodel import fabric_for
+
+    return fabric_for(n)

@@ -218,3 +218,21 @@ def test_a_dry_run_of_ranks_writes_nothing_to_stderr():
     code = "import torch, trn_notebook\nwith trn_notebook.dryrun(world_size=4):\n    torch.ones(4, device='neuron')\n"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True)
     assert "No backend of type" not in done.stderr, done.stderr
+
+
+def _embedding_mlp() -> torch.nn.Module:
+    return torch.nn.Sequential(torch.nn.Embedding(64, 256), torch.nn.Linear(256, 256), torch.nn.Linear(256, 64))
+
+
+def test_plan_on_trn1_uses_its_cores_memory_and_network(fresh_device) -> None:
+    from trn_notebook.device.chips import GiB
+
+    w = Workload(batch=2, seq=16)
+    trn1 = trn_notebook.plan(_embedding_mlp, w, chip="trn1", layouts="fsdp2")
+    trn2 = trn_notebook.plan(_embedding_mlp, w, chip="trn2", layouts="fsdp2")
+    assert (trn1.lnc, trn1.capacity) == (1, 16 * GiB)  # NeuronCore-v2: 32 GiB over 2 cores, no grouping
+    assert trn1.table.loc["fsdp2", "chips"] == 1 and trn2.table.loc["fsdp2", "chips"] == 0.5
+    # the same collectives cross one chip's DMA: 272 GB/s a core on Trn1, 368 on Trn2
+    assert trn1.table.loc["fsdp2", "comm_s"] > trn2.table.loc["fsdp2", "comm_s"] > 0
+    with pytest.raises(ValueError, match="no logical-core grouping"):
+        trn_notebook.plan(_embedding_mlp, w, chip="trn1", lnc=2, layouts="fsdp2")

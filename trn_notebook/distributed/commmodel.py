@@ -10,6 +10,10 @@ with :func:`set_comm_constants`:
   at LNC=2 (A4, collectives.rst L110);
 * a fixed per-collective floor: the small all-reduce floor is ≈58 µs on 2 ranks (D3/B7), taken as
   ``launch_s`` = 58 µs − 2 hops;
+* the fabrics' bandwidths, the cores per chip and the chips per instance are the **chip's**
+  (:class:`~trn_notebook.device.chips.ChipSpec`, sourced there): the constants in force are those of the
+  chip the device (or a dry run of :func:`trn_notebook.plan`) models, so a Trn1 plan crosses NeuronLink-v2 and
+  800 Gbps EFA. The defaults below are Trn2's at LNC=2;
 * algorithm switch points (A4, intranode-collective-comm.rst L161-189): mesh below 1 MB, recursive
   halving/doubling (``rdh``) 1–56 MB, ring above.
 
@@ -38,8 +42,11 @@ from dataclasses import dataclass
 
 from .. import locks as _locks
 from .. import state as _state
+from ..device.chips import CHIPS, ChipSpec
+from ..device.memory import runtime
 
 MB = 1_000_000
+_TRN2 = CHIPS["trn2"]
 
 
 @dataclass(frozen=True)
@@ -47,11 +54,11 @@ class CommConstants:
     """Latency (s) and bandwidth (bytes/s) per fabric, plus the fixed per-collective floor."""
 
     alpha_intra_chip_s: float = 1.5e-6
-    beta_intra_chip: float = 368e9
+    beta_intra_chip: float = _TRN2.dma_bytes_per_s_per_core
     alpha_neuronlink_s: float = 1.5e-6
-    beta_neuronlink: float = 1024e9
+    beta_neuronlink: float = _TRN2.neuronlink_bytes_per_s
     alpha_efa_s: float = 15e-6
-    beta_efa: float = 50e9 / 8
+    beta_efa: float = _TRN2.efa_bits_per_s / 8 / _TRN2.instance_ranks  # per rank: 50 Gbps at LNC=2
     launch_s: float = 55e-6
     # Bandwidth efficiency of mesh and rdh relative to ring (our calibration, not a published figure):
     # chosen so that on 16 ranks over NeuronLink the model's crossovers fall at the runtime's
@@ -60,8 +67,9 @@ class CommConstants:
     rdh_bw_efficiency: float = 0.757
     mesh_below_bytes: int = 1 * MB
     ring_above_bytes: int = 56 * MB
-    cores_per_chip: int = 4  # logical NeuronCores per Trn2 chip at LNC=2
-    chips_per_node: int = 16  # trn2.48xlarge
+    cores_per_chip: int = _TRN2.logical_cores  # logical NeuronCores per chip (Trn2: 4 at LNC=2)
+    chips_per_node: int = _TRN2.chips_per_instance  # trn2.48xlarge: 16
+    chip: str = _TRN2.name  # the chip whose network the fields above describe
 
 
 _lock = _locks.make("leaf", "comm constants")
@@ -72,9 +80,36 @@ FABRICS = ("intra_chip", "neuronlink", "efa")
 ALGORITHMS = ("ring", "mesh", "rdh")
 
 
+def constants_for(chip: ChipSpec, base: CommConstants | None = None) -> CommConstants:
+    """``base`` (default: the constants set) with the network of ``chip``: the fabrics' bandwidths (EFA shared by
+    the instance's ranks), its logical cores per chip and chips per instance; latencies and the rest kept."""
+    base = base or _constants
+    return dataclasses.replace(
+        base,
+        beta_intra_chip=chip.dma_bytes_per_s_per_core,
+        beta_neuronlink=chip.neuronlink_bytes_per_s,
+        beta_efa=chip.efa_bits_per_s / 8 / chip.instance_ranks,
+        cores_per_chip=chip.logical_cores,
+        chips_per_node=chip.chips_per_instance,
+        chip=chip.name,
+    )
+
+
+_derived: list[object] = [None, None, None]  # (constants set, chip) -> the constants derived for that chip
+
+
 def get_comm_constants() -> CommConstants:
-    """The constants in force."""
-    return _constants
+    """The constants in force: those set, on the network of the chip the device models.
+
+    When the device's chip (or its logical cores) differs from the chip the set constants describe, the
+    bandwidths, cores per chip and chips per instance are that chip's (:func:`constants_for`).
+    """
+    c, chip = _constants, runtime.state.chip
+    if c.chip == chip.name and c.cores_per_chip == chip.logical_cores:
+        return c
+    if _derived[0] is not c or _derived[1] is not chip:
+        _derived[:] = [c, chip, constants_for(chip, c)]
+    return _derived[2]  # type: ignore[return-value]
 
 
 def set_comm_constants(**changes: float | int) -> CommConstants:
@@ -98,7 +133,7 @@ def reset_comm_constants() -> None:
 
 def fabric_for(world_size: int, c: CommConstants | None = None) -> str:
     """The slowest fabric a group of ``world_size`` consecutive ranks crosses."""
-    c = c or _constants
+    c = c or get_comm_constants()
     if world_size <= c.cores_per_chip:
         return "intra_chip"
     if world_size <= c.cores_per_chip * c.chips_per_node:
@@ -108,7 +143,7 @@ def fabric_for(world_size: int, c: CommConstants | None = None) -> str:
 
 def choose_algorithm(nbytes: int, c: CommConstants | None = None) -> str:
     """The runtime's empirical choice by message size: mesh < 1 MB, rdh up to 56 MB, ring above."""
-    c = c or _constants
+    c = c or get_comm_constants()
     if nbytes < c.mesh_below_bytes:
         return "mesh"
     if nbytes <= c.ring_above_bytes:
@@ -124,7 +159,7 @@ def collective_seconds(
     ``kind`` is one of all_reduce, all_gather, reduce_scatter, broadcast, reduce, gather, scatter,
     all_to_all, send, recv, barrier. Raises ``ValueError`` for an unknown kind, algorithm or fabric.
     """
-    c = _constants
+    c = get_comm_constants()
     n = max(int(world_size), 1)
     fabric = fabric or fabric_for(n, c)
     if fabric not in FABRICS:

@@ -133,7 +133,7 @@ def build_parser() -> Parser:
     p.add_argument("--batch", type=_positive, default=1, help="sequences per rank (default 1)")
     p.add_argument("--seq", type=_positive, default=2048, help="tokens per sequence (default 2048)")
     p.add_argument("--chip", choices=CHIPS, default="trn2")
-    p.add_argument("--lnc", type=int, choices=(1, 2), default=2, help="logical NeuronCore config (default 2)")
+    p.add_argument("--lnc", type=int, choices=(1, 2), help="logical NeuronCore config (default: the chip's; trn1: 1)")
     add("status", "device, memory, compile cache and fallbacks in one card")
     p = add("ops", "the op placement log")
     p.add_argument("--reset", action="store_true", help="clear the log after showing it")

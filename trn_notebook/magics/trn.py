@@ -72,7 +72,7 @@ class TrnMagics(Magics):
             )
         except ValueError as exc:
             raise UsageError(
-                f"%trn device: {exc}\ncorrect form: %trn device neuron [--chip trn2|trn3] [--cores N] "
+                f"%trn device: {exc}\ncorrect form: %trn device neuron [--chip trn2|trn3|trn1|trn1n] [--cores N] "
                 "[--numerics exact|trainium[,autocast=matmult]]"
             ) from None
         except (SimulatorOnlyError, DeviceUnavailableError) as exc:

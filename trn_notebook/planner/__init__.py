@@ -153,7 +153,7 @@ def plan(
     workload: Workload | None = None,
     *,
     chip: str = "trn2",
-    lnc: int = 2,
+    lnc: int | None = None,
     layouts: list[Layout] | str | None = None,
     dtype: torch.dtype = torch.bfloat16,
     depths: tuple[int, int] | None = None,
@@ -162,9 +162,11 @@ def plan(
     """Dry-run a training step of ``model`` under each layout; the table says which fit (see the module docstring).
 
     ``model``: a ``transformers`` config, a fidelity ``ModelSpec`` or a factory ``() -> nn.Module`` (built
-    inside each dry run on ``neuron``). ``layouts``: :class:`Layout` objects or a string for
+    inside each dry run on ``neuron``). ``chip``: ``trn2`` (default), ``trn3``, ``trn1`` or ``trn1n`` (Trainium on
+    trn1.32xlarge / trn1n.32xlarge: NeuronLink-v2 and EFA of that instance). ``lnc``: the logical NeuronCore
+    config, default the chip's (2 on Trn2/Trn3; Trn1 has 1 only). ``layouts``: :class:`Layout` objects or a string for
     :func:`parse_layouts` (default :data:`DEFAULT_LAYOUTS`). Raises ``ValueError`` for an unknown chip, an LNC
-    other than 1 or 2, a layout the model cannot take; ``TypeError`` for a model of another kind;
+    the chip does not offer, a layout the model cannot take; ``TypeError`` for a model of another kind;
     ``RuntimeError`` if a process group already exists (the dry runs build their own fake one).
 
     ``depths=(d1, d2)`` (a config only): run each layout at ``d1`` and ``d2`` decoder layers and extrapolate
@@ -174,9 +176,11 @@ def plan(
     (about 5 GB on trn2): each layout's capacity is that much lower. Raises ``ValueError`` on a chip with no
     published figure for it.
     """
-    if lnc not in (1, 2):
-        raise ValueError(f"lnc must be 1 or 2 (logical NeuronCore config), got {lnc!r}")
     spec = get_chip_spec(chip)
+    lnc = spec.lnc if lnc is None else lnc
+    if lnc not in ((1, 2) if spec.logical_grouping else (1,)):
+        choices = "1 or 2" if spec.logical_grouping else "1 (NeuronCore-v2 has no logical-core grouping)"
+        raise ValueError(f"lnc must be {choices} on {spec.long_name} (logical NeuronCore config), got {lnc!r}")
     spec = with_cores(spec, spec.physical_cores // lnc)
     profiler_bytes = 0
     if profile:

@@ -11,8 +11,7 @@ PyTorch's CUDA caching allocator:
 * ``reserved >= allocated >= active`` always: *active* counts the exact bytes of live tensors,
   *allocated* their rounded blocks, *reserved* the segments.
 
-No bytes are stored here: the simulator keeps tensor bytes in host memory; this class does the
-accounting, the addresses and the out-of-memory decision.
+No bytes are stored here (the simulator keeps them in host memory): this does the accounting, addresses, OOM.
 """
 
 from __future__ import annotations

@@ -51,7 +51,7 @@ _state.register("device_runtime", _state.Globals(__name__, "_owners", "state"), 
 
 
 def set_chip(name: str = "trn2", *, cores: int | None = None, hbm_bytes: int | None = None) -> ChipSpec:
-    """Select the chip model (``"trn2"`` or ``"trn3"``); optionally the logical cores and a capacity.
+    """Select the chip model (``"trn2"``, ``"trn3"``, ``"trn1"`` or ``"trn1n"``); optionally the logical cores and a capacity.
 
     Raises ``ValueError`` for an unknown chip, a core count out of range, or a capacity below what is
     already reserved.
