@@ -36,7 +36,6 @@ CONSTANTS: dict[str, str] = {
     "magics/ranks.py:_private_trace_dir": "memo: the session's private 0700 trace directory (kept across resets on purpose)",
     # third release (issues 25, 26, 28): fixed tables and caches derived from fixed inputs
     "device/ops/accelerator_ops.py:_DECOMPOSITIONS": "op name -> decomposition, a fixed table",
-    "device/chips.py:INF2": "Inferentia2's published figures (a ChipSpec, frozen)",
     "device/eager/storage_resize.py:META_RESIZED": "the dry engine's resize follow-up, appended once at its import",
     "display/views.py:_VIEWS": "result type -> its widget factory, registered once by each widget module at import",
     "nki/tensor.py:TILE_OPS": "tile operator -> its nl function, bound once when nki.language is imported",

@@ -113,8 +113,19 @@ def test_layouts_parse_and_bad_ones_say_the_form() -> None:
         Layout(fsdp=16, ac=True),
         Layout(tp=2, fsdp=8, reshard=False),
     ]
-    with pytest.raises(ValueError, match="tpNxfsdpM"):
-        parse_layouts("pp4")
+    assert [x.name for x in parse_layouts("tp32xdp32+zero1, tp32xpp8xdp4+zero1")] == [
+        "tp32×dp32+zero1",
+        "tp32×pp8×dp4+zero1",
+    ]
+    assert parse_layouts("tp32xpp8xdp4")[0].world_size == 1024
+    with pytest.raises(ValueError, match="tpN, ppN, fsdpN or dpN"):
+        parse_layouts("ep4")
+    with pytest.raises(ValueError, match="add dpN"):
+        parse_layouts("tp4+zero1")
+    with pytest.raises(ValueError, match="use dpN\\+zero1"):
+        parse_layouts("pp2xfsdp4")
+    with pytest.raises(ValueError, match="not a multiple of batch 1 × 32 data-parallel"):
+        Workload(global_batch=1000).microbatches(Layout(dp=32))
     with pytest.raises(ValueError, match="training step"):
         Workload(kind="serve")
     with pytest.raises(TypeError, match="factory"):
@@ -236,3 +247,46 @@ def test_plan_on_trn1_uses_its_cores_memory_and_network(fresh_device) -> None:
     assert trn1.table.loc["fsdp2", "comm_s"] > trn2.table.loc["fsdp2", "comm_s"] > 0
     with pytest.raises(ValueError, match="no logical-core grouping"):
         trn_notebook.plan(_embedding_mlp, w, chip="trn1", lnc=2, layouts="fsdp2")
+
+
+def _tiny_llama(layers: int = 2):
+    from transformers import LlamaConfig
+
+    return LlamaConfig(
+        vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=layers, num_attention_heads=4,
+        num_key_value_heads=2,
+    )  # fmt: skip
+
+
+def test_zero1_shards_the_optimizer_and_composes_the_accumulated_step(fresh_device) -> None:
+    w = Workload(batch=2, seq=16, global_batch=64, master_weights=True)
+    result = trn_notebook.plan(_tiny_llama(), w, layouts="dp4, dp4+zero1")
+    plain, zero1 = result.table.loc["dp4"], result.table.loc["dp4+zero1"]
+    assert plain["microbatches"] == zero1["microbatches"] == 8  # 64 sequences / (2 per microbatch × 4 replicas)
+    for row in (plain, zero1):
+        assert row["step_s"] == pytest.approx(8 * row["micro_s"] + row["optimizer_s"]) and row["bubble_s"] == 0
+        assert row["sequences_per_s"] == pytest.approx(64 / row["step_s"])
+    # FP32 master weights and AdamW's two moments, a quarter of them on each replica with ZeRO-1
+    assert zero1["optimizer state"] < 0.3 * plain["optimizer state"]
+    kinds = result.runs["dp4+zero1"].run.ranks.by_kind()
+    assert {"reduce_scatter", "all_gather"} <= set(kinds) and "all_reduce" not in kinds
+    assert "all_reduce" in result.runs["dp4"].run.ranks.by_kind()
+    assert "sequences/s (modeled)" in result.text() and "global batch 64" in result.text()
+
+
+def test_pipeline_stages_charge_the_bubble_hand_offs_and_activations_in_flight(fresh_device) -> None:
+    w = Workload(batch=1, seq=16, global_batch=8)
+    result = trn_notebook.plan(_tiny_llama(4), w, layouts="pp2xdp2, dp2")
+    pp, flat = result.table.loc["pp2×dp2"], result.table.loc["dp2"]
+    assert pp["microbatches"] == 4 and pp["bubble_s"] == pytest.approx(pp["micro_s"])  # 1F1B: pp - 1 slots
+    assert pp["step_s"] == pytest.approx(5 * pp["micro_s"] + pp["optimizer_s"])
+    assert {"send", "recv"} <= set(result.runs["pp2×dp2"].run.ranks.by_kind())
+    assert pp["micro_s"] < flat["micro_s"]  # a stage runs half the layers
+    assert "1F1B" in result.text()
+    # depths are a stage's layers: at (1, 2) the second run is the full stage, so the line lands on it exactly
+    ext = trn_notebook.plan(_tiny_llama(4), w, layouts="pp2xdp2", depths=(1, 2)).table.loc["pp2×dp2"]
+    assert ext["step_s"] == pytest.approx(pp["step_s"]) and ext["host_bytes"] == pytest.approx(pp["host_bytes"])
+    with pytest.raises(ValueError, match="do not split into 3 equal stages"):
+        trn_notebook.plan(_tiny_llama(4), w, layouts="pp3")
+    with pytest.raises(ValueError, match="need a transformers config"):
+        trn_notebook.plan(_embedding_mlp, w, layouts="pp2")

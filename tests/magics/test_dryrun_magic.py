@@ -50,4 +50,4 @@ def test_bad_arguments_are_usage_errors(ip) -> None:
         ip.run_line_magic("trn", "plan cfg_for_plan --layouts fsdp2")
     with pytest.raises(UsageError, match="bad layout"):
         ip.user_ns["factory_for_plan"] = lambda: None
-        ip.run_line_magic("trn", "plan factory_for_plan --layouts pp2")
+        ip.run_line_magic("trn", "plan factory_for_plan --layouts ep2")

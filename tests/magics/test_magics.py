@@ -142,7 +142,7 @@ def test_help_lists_subcommands_and_each_subcommand_has_help(ip):
     for sub in ("device", "eager", "compile", "status", "ops", "memory", "cache", "shapes", "explain", "timeit"):
         assert sub in text
     assert "%%trn eager" in text
-    assert "--chip {trn2,trn3}" in line(ip, "device --help").text()
+    assert "--chip {trn1,trn1n,trn2,trn3}" in line(ip, "device --help").text()
     assert "--fullgraph" in ip.run_cell_magic("trn", "compile --help", "x").text()
 
 

@@ -81,7 +81,7 @@ def test_a_bad_hbm_bytes_warns_with_variable_value_and_forms_and_uses_the_defaul
 
 
 def test_a_bad_chip_warns_with_the_valid_chips():
-    with pytest.warns(ConfigWarning, match=r"TRN_NOTEBOOK_CHIP='trn9' is not valid; accepted: trn2, trn3"):
+    with pytest.warns(ConfigWarning, match=r"TRN_NOTEBOOK_CHIP='trn9' is not valid; accepted: trn1, trn1n, trn2, trn3"):
         assert DeviceConfig.from_env({"TRN_NOTEBOOK_CHIP": "trn9"}).chip == "trn2"
     assert DeviceConfig.from_env({"TRN_NOTEBOOK_CHIP": "Trainium3"}).chip == "trn3"
 

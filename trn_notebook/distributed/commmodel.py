@@ -37,6 +37,7 @@ barrier            2(N-1)α (no bytes)      mesh: 2α
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass
 
@@ -95,7 +96,9 @@ def constants_for(chip: ChipSpec, base: CommConstants | None = None) -> CommCons
     )
 
 
-_derived: list[object] = [None, None, None]  # (constants set, chip) -> the constants derived for that chip
+@functools.lru_cache(maxsize=16)
+def _on_chip(base: CommConstants, chip: ChipSpec) -> CommConstants:
+    return constants_for(chip, base)
 
 
 def get_comm_constants() -> CommConstants:
@@ -107,9 +110,7 @@ def get_comm_constants() -> CommConstants:
     c, chip = _constants, runtime.state.chip
     if c.chip == chip.name and c.cores_per_chip == chip.logical_cores:
         return c
-    if _derived[0] is not c or _derived[1] is not chip:
-        _derived[:] = [c, chip, constants_for(chip, c)]
-    return _derived[2]  # type: ignore[return-value]
+    return _on_chip(c, chip)
 
 
 def set_comm_constants(**changes: float | int) -> CommConstants:

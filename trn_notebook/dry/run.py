@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
+import torch
+
 from ..device.clocks import ClockSnapshot
 from ..device.dry.alloc import Crossing
 from ..device.dry.dispatch import DryRunError, Finding
@@ -130,6 +132,13 @@ class DryRun(Result):
         if self._categories is None:
             raise RuntimeError("this dry run keeps no memory categories; use trn_notebook.dryrun(categories=True)")
         self._categories.track(*objects)
+
+    def label(self, tensor: torch.Tensor, category: str) -> None:
+        """Count ``tensor``'s storage in memory ``category`` (one of :data:`CATEGORIES`, e.g. a flat gradient
+        buffer as ``"gradients"``). Raises ``ValueError`` for another category."""
+        if category not in CATEGORIES:
+            raise ValueError(f"unknown memory category {category!r}; categories: {', '.join(CATEGORIES)}")
+        self._session.tracker.label(getattr(tensor, "_local_tensor", tensor), category)
 
     def note(self, text: str) -> None:
         """Add a line to the run's summary (e.g. a layout decision such as KV-head replication)."""

@@ -127,11 +127,15 @@ def build_parser() -> Parser:
     p.add_argument(
         "--strict", action="store_true", help="stop at the first allocation over capacity, as the device does"
     )
-    p = add("plan", "will it fit: dry-run a model under several TP x FSDP x AC layouts (trn_notebook.plan)")
+    p = add("plan", "will it fit: dry-run a model under several TP x PP x FSDP/DP x AC layouts (trn_notebook.plan)")
     p.add_argument("model", help="a name in the notebook: a transformers config or a model factory")
-    p.add_argument("--layouts", default="", metavar="L", help="e.g. 'tp4,fsdp16,fsdp16+ac' (default: a standard set)")
+    p.add_argument(
+        "--layouts", default="", metavar="L", help="e.g. 'tp4,fsdp16+ac,tp32xdp32+zero1' (default: a standard set)"
+    )
     p.add_argument("--batch", type=_positive, default=1, help="sequences per rank (default 1)")
     p.add_argument("--seq", type=_positive, default=2048, help="tokens per sequence (default 2048)")
+    p.add_argument("--global-batch", type=_positive, help="sequences per optimizer step (accumulates microbatches)")
+    p.add_argument("--master-weights", action="store_true", help="FP32 master weights, gradients and AdamW state")
     p.add_argument("--chip", choices=CHIPS, default="trn2")
     p.add_argument("--lnc", type=int, choices=(1, 2), help="logical NeuronCore config (default: the chip's; trn1: 1)")
     add("status", "device, memory, compile cache and fallbacks in one card")

@@ -124,13 +124,15 @@ class TrnMagics(Magics):
         if args.model not in self.shell.user_ns:
             raise UsageError(
                 f"%trn plan: {args.model!r} is not a name in the notebook; give a transformers config or a model "
-                "factory\ncorrect form: %trn plan CONFIG [--layouts 'tp4,fsdp16+ac'] [--batch B] [--seq S]"
+                "factory\ncorrect form: %trn plan CONFIG [--layouts 'tp4,fsdp16+ac'] [--batch B] [--seq S] [--global-batch G]"
             )
         try:
             layouts = parse_layouts(args.layouts) if args.layouts else None
             return plan(
                 self.shell.user_ns[args.model],
-                workload=Workload(batch=args.batch, seq=args.seq),
+                workload=Workload(
+                    batch=args.batch, seq=args.seq, global_batch=args.global_batch, master_weights=args.master_weights
+                ),
                 chip=args.chip,
                 lnc=args.lnc,
                 layouts=layouts,

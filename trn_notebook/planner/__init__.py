@@ -26,7 +26,8 @@ from .run import LayoutRun, ModelSource, run_layout
 
 COLUMNS = (
     "layout", "ranks", "chips", "fits", "peak per core (modeled)", "capacity per core", "peak phase",
-    "step time (modeled)", "exposed comm (modeled)", "tokens/s per chip (modeled)", "host memory (assumed)",
+    "step time (modeled)", "exposed comm (modeled)", "sequences/s (modeled)", "tokens/s per chip (modeled)",
+    "host memory (assumed)",
 )  # fmt: skip
 
 
@@ -44,6 +45,7 @@ class PlanResult(Result):
         extrapolated: tuple[int, int, int] | None = None,
         more_runs: list[LayoutRun] | None = None,
         profiler_bytes: int = 0,
+        stage_layers: list[int] | None = None,
     ):
         import pandas as pd
 
@@ -55,14 +57,16 @@ class PlanResult(Result):
         rows = [self._row(r) for r in runs]
         if extrapolated is not None and more_runs is not None:
             d1, d2, full = extrapolated
-            rows = [_extrapolate(a, self._row(b), d1, d2, full) for a, b in zip(rows, more_runs, strict=True)]
+            at = stage_layers or [full] * len(rows)  # a pipeline stage's share of the layers
+            rows = [_extrapolate(a, self._row(b), d1, d2, n) for a, b, n in zip(rows, more_runs, at, strict=True)]
+        spec = get_chip_spec(chip)
         for row in rows:
-            chips = row["chips"]
-            tokens = workload.batch * workload.seq * row["fsdp"]
+            sequences = workload.batch * row["fsdp"] * row["dp"] * row["microbatches"]
+            rate = sequences / row["step_s"] if row["step_s"] > 0 else float("nan")
             row["fits"] = bool(row["peak_allocated"] <= capacity)
-            row["tokens_per_s_per_chip"] = (
-                tokens / row["step_s"] / max(chips, 1e-12) if row["step_s"] > 0 else float("nan")
-            )
+            row["instances"] = row["chips"] / spec.chips_per_instance
+            row["sequences_per_s"] = rate
+            row["tokens_per_s_per_chip"] = rate * workload.seq / max(row["chips"], 1e-12)
         self.table = pd.DataFrame(rows).set_index("layout")
         fitting = self.table[self.table["fits"]]
         self.best: str | None = None
@@ -71,22 +75,31 @@ class PlanResult(Result):
 
     def _row(self, r: LayoutRun) -> dict[str, Any]:
         m = r.run.memory.counters
-        cats = r.run.by_category or {}
+        cats = dict(r.run.by_category or {})
+        in_flight = r.step.in_flight_bytes(cats.get("activations", 0))
+        if in_flight:
+            cats["activations"] = cats.get("activations", 0) + in_flight
         return {
             "layout": r.layout.name,
             "tp": r.layout.tp,
+            "pp": r.layout.pp,
             "fsdp": r.layout.fsdp,
+            "dp": r.layout.dp,
             "ac": r.layout.ac,
             "ranks": r.layout.world_size,
             "chips": r.layout.world_size / self.cores_per_chip,
-            "peak_reserved": m.peak_reserved,
-            "peak_allocated": m.peak_allocated,
+            "peak_reserved": m.peak_reserved + in_flight,
+            "peak_allocated": m.peak_allocated + in_flight,
             "capacity": self.capacity,
             "peak_phase": r.run._session.tracker.peak_phase,
             **{c: cats.get(c, 0) for c in CATEGORIES},
+            "microbatches": r.step.microbatches,
+            "micro_s": r.step.micro_s,
+            "bubble_s": r.step.bubble_s,
+            "optimizer_s": r.step.optimizer_s,
             "step_s": r.step_s,
-            "comm_s": r.comm_s,
-            "exposed_comm_s": r.exposed_s,
+            "comm_s": r.step.comm_s,
+            "exposed_comm_s": r.step.exposed_s,
             "host_bytes": r.params * 2,
             "note": r.note or "",
         }
@@ -112,6 +125,7 @@ class PlanResult(Result):
                     r["peak_phase"],
                     fmt_s(r["step_s"]),
                     fmt_s(r["exposed_comm_s"]),
+                    f"{r['sequences_per_s']:,.4g}",
                     f"{r['tokens_per_s_per_chip']:,.0f}",
                     fmt_bytes(r["host_bytes"]),
                 ]
@@ -122,9 +136,13 @@ class PlanResult(Result):
             "categories; its cache (reserved) is in .table and is released by the allocator's retry before an OOM; "
             f"capacity = {self.chip} HBM / "
             f"{self.cores_per_chip} logical cores at LNC={self.lnc} (chips table, trainium-figures.md).",
-            "step time: the cost model's clock after the step's final sync; exposed comm: α–β collectives not hidden by compute.",
-            f"tokens/s per chip: batch {w.batch} × seq {w.seq} per data-parallel rank, {self.cores_per_chip} logical cores "
-            "per chip; host memory (assumed): one bf16 copy of the full weights to load the checkpoint.",
+            "step time: one microbatch (forward, backward, hand-offs) on the cost model's clock × the microbatches, plus "
+            "the 1F1B bubble ((pp − 1) microbatch slots) and the optimizer step (gradient reduction, AdamW, parameter "
+            "gather); microsteps are identical by assumption. exposed comm: α–β collectives not hidden by compute.",
+            f"sequences/s: batch {w.batch} × data-parallel ranks × microbatches per step"
+            + (f" (global batch {w.global_batch})" if w.global_batch else "")
+            + f" over the step time; tokens/s per chip: × seq {w.seq} over the chips ({self.cores_per_chip} logical "
+            "cores each); host memory (assumed): one bf16 copy of the full weights to load the checkpoint.",
         ]
         if self.profiler_bytes:
             notes.append(
@@ -206,15 +224,26 @@ def plan(
             f"depths={depths!r}: give two increasing decoder-layer counts up to the config's num_hidden_layers "
             f"({full or 'a transformers config is needed'})"
         )
-    shallow, deep = source.with_layers(d1), source.with_layers(d2)
-    runs = [run_layout(shallow, layout, workload, spec, dtype) for layout in chosen]
-    more = [run_layout(deep, layout, workload, spec, dtype) for layout in chosen]
+    runs, more, rows_at = [], [], []
+    for layout in chosen:
+        if full % layout.pp or d2 * layout.pp > full:
+            raise ValueError(
+                f"depths={depths!r} with {layout.name}: each of {layout.pp} stages needs {d2} of the config's "
+                f"{full} layers and the layers must split evenly; choose smaller depths"
+            )
+        runs.append(run_layout(source.with_layers(d1 * layout.pp), layout, workload, spec, dtype))
+        more.append(run_layout(source.with_layers(d2 * layout.pp), layout, workload, spec, dtype))
+        rows_at.append(full // layout.pp)
     return PlanResult(
-        source.name, workload, spec.name, lnc, capacity, runs, (d1, d2, full), more, profiler_bytes=profiler_bytes
-    )
+        source.name, workload, spec.name, lnc, capacity, runs, (d1, d2, full), more, profiler_bytes=profiler_bytes,
+        stage_layers=rows_at,
+    )  # fmt: skip
 
 
-_LINEAR = ("peak_reserved", "peak_allocated", *CATEGORIES, "step_s", "comm_s", "exposed_comm_s", "host_bytes")
+_LINEAR = (
+    "peak_reserved", "peak_allocated", *CATEGORIES, "micro_s", "bubble_s", "optimizer_s", "step_s", "comm_s",
+    "exposed_comm_s", "host_bytes",
+)  # fmt: skip
 
 
 def _extrapolate(a: dict[str, Any], b: dict[str, Any], d1: int, d2: int, full: int) -> dict[str, Any]:

@@ -22,9 +22,9 @@ import torch
 from torch import nn
 
 from ..device.chips import ChipSpec
-from ..device.clocks import clocks
 from ..dry.run import DryRun, dryrun
 from .layouts import Layout, Workload
+from .step import StepFigures, training_step
 
 _COLWISE = ("q_proj", "k_proj", "v_proj", "gate_proj", "up_proj")
 _ROWWISE = ("o_proj", "down_proj")
@@ -60,6 +60,14 @@ class ModelSource:
         cfg = copy.deepcopy(self.config)
         cfg.num_hidden_layers = n
         return ModelSource(config=cfg, name=self.name)
+
+    def layers(self) -> int | None:
+        """Decoder layers of a config (``None`` for a factory)."""
+        return None if self.config is None else int(self.config.num_hidden_layers)
+
+    def hidden(self) -> int | None:
+        """Hidden width of a config (``None`` for a factory)."""
+        return None if self.config is None else int(self.config.hidden_size)
 
     def kv_heads(self) -> int | None:
         """K/V heads of a config (``None`` for a factory)."""
@@ -143,30 +151,54 @@ class LayoutRun:
     layout: Layout
     run: DryRun
     params: int
-    step_s: float
-    comm_s: float
-    exposed_s: float
+    step: StepFigures
     note: str | None
+
+    @property
+    def step_s(self) -> float:
+        """Modeled seconds of one optimizer step (all microbatches, the bubble, the optimizer)."""
+        return self.step.step_s
+
+
+def _loss(model: nn.Module, ids: torch.Tensor, config: bool) -> torch.Tensor:
+    if config:
+        return model(input_ids=ids, labels=ids, use_cache=False).loss
+    return model(ids).float().mean()
 
 
 def run_layout(
     source: ModelSource, layout: Layout, workload: Workload, chip: ChipSpec, dtype: torch.dtype
 ) -> LayoutRun:
-    """Dry-run one training step of ``source`` laid out as ``layout`` (see the module docstring)."""
+    """Dry-run one training step of ``source`` laid out as ``layout`` (see the module docstring).
+
+    Raises ``ValueError`` when the layout does not suit the model (no projections to split for TP, pipeline
+    stages of a model given as a factory, a global batch the layout cannot divide).
+    """
     from torch.distributed.fsdp import fully_shard
 
+    workload.microbatches(layout)  # a global batch the layout cannot divide fails before any work
+    note = None
+    if layout.pp > 1:
+        full = source.layers()
+        if full is None:
+            raise ValueError(f"layout {layout.name}: pipeline stages need a transformers config (its layers to split)")
+        if full % layout.pp:
+            raise ValueError(f"layout {layout.name}: {full} layers do not split into {layout.pp} equal stages")
+        source = source.with_layers(full // layout.pp)
+    mesh_shape = (layout.data_parallel, layout.pp, layout.tp) if layout.pp > 1 else (layout.data_parallel, layout.tp)
     run = dryrun(
         f"plan {source.name} {layout.name}",
         capacity=NO_OOM,
         world_size=layout.world_size,
-        mesh_shape=(layout.fsdp, layout.tp),
-        mesh_dim_names=("dp", "tp"),
+        mesh_shape=mesh_shape,
+        mesh_dim_names=("dp", "pp", "tp") if layout.pp > 1 else ("dp", "tp"),
     )
     with _chip(chip), run, _default_dtype(dtype):
         with torch.device("meta"):  # laid out before any device memory exists, as torchtitan does
             model, note = source.build(layout.tp)
-        params = sum(p.numel() for p in model.parameters())
         layers = decoder_layers(model)
+        in_layers = sum(p.numel() for layer in layers for p in layer.parameters())
+        params = sum(p.numel() for p in model.parameters()) + (layout.pp - 1) * in_layers  # every stage's layers
         if layout.tp > 1 and (not layers or _tensor_parallel(layers, run.mesh["tp"]) == 0):
             raise ValueError(
                 f"layout {layout.name}: found no q/k/v/o or gate/up/down nn.Linear projections in repeated "
@@ -183,32 +215,17 @@ def run_layout(
             for layer in layers:
                 fully_shard(layer, mesh=dp, reshard_after_forward=layout.reshard)
             fully_shard(model, mesh=dp, reshard_after_forward=layout.reshard)
-        # TP alone leaves some parameters plain tensors and others DTensors; torch's foreach kernels refuse the
-        # mix ("got mixed torch.Tensor and DTensor"), so that layout steps parameter by parameter, as it must.
-        foreach = not (layout.tp > 1 and layout.fsdp == 1)
         with run.phase("init"):
             model.to_empty(device="neuron")  # each rank's shards only; values are not needed (a real run loads them)
-        opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=foreach)
-        run.track(model, opt)
         if note:
             run.note(note)
-        if not foreach:
+        if layout.pp > 1:
             run.note(
-                "TP without FSDP: AdamW(foreach=False) (torch's foreach ops refuse plain tensors mixed with DTensors)"
+                f"{layout.name}: one stage of {source.layers()} layers with the embedding and the head (the slowest "
+                "stage, an upper bound); 1F1B schedule"
             )
-        ids = torch.zeros(workload.batch, workload.seq, dtype=torch.long, device="neuron")
-        t0 = clocks.snapshot().sim_host_s
-        with run.phase("forward"):
-            if source.config is not None:
-                loss = model(input_ids=ids, labels=ids, use_cache=False).loss
-            else:
-                loss = model(ids).float().mean()
-        with run.phase("backward"):
-            loss.backward()
-        with run.phase("optimizer"):
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-        clocks.sync("end of the training step")
-        step_s = clocks.snapshot().sim_host_s - t0
-        del loss
-    return LayoutRun(layout, run, params, step_s, run.ranks.comm_s, run.ranks.exposed_s, note)
+        hidden = source.hidden() or 0
+        step = training_step(
+            run, model, layout, workload, dtype, lambda m, ids: _loss(m, ids, source.config is not None), hidden
+        )
+    return LayoutRun(layout, run, params, step, note)
