@@ -31,9 +31,9 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("facts",),  # the read layer
     ("profiling",),
     ("distributed",),
-    ("dry", "fidelity", "api", "numerics_compare"),
+    ("dry", "planner", "fidelity", "api", "numerics_compare"),
     ("migration",),
-    ("session", "planner"),
+    ("session",),
     ("widgets",),
     ("magics", "quickstart"),
     ("",),  # the package's __init__: the public API

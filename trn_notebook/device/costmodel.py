@@ -10,7 +10,8 @@ roofline on the host CPU), never a measured wall time: one meaning of "modeled" 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,6 +49,10 @@ class CostConstants:
     # (chips.py); no FP8/FP32 model-level row exists to fit a separate factor on.
     compute_efficiency: float = 0.153
     memory_efficiency: float = 0.511
+    # The MFU of compiled training graphs (NxD Training's XLA graphs on Trn1) where plan(execution="graph") prices
+    # a training step: FITTED on the training table's T1 and T2 only (fidelity/training.py; docs/fidelity.md,
+    # "Training"); the serving stack's compute_efficiency above is fitted on serving rows and not used there.
+    training_compute_efficiency: float = 0.559
     # A collective inside a compiled graph (TP all-reduce per layer): its fixed cost, replacing the
     # stand-alone nccom-test floor (comm launch_s, 55 us) that the alpha-beta model adds to a collective
     # launched on its own. FITTED on R6's published profile split (collectives ~3 ms per token).
@@ -74,6 +79,23 @@ _constants = CostConstants()
 def get_cost_constants() -> CostConstants:
     """Return the cost constants in force."""
     return _constants
+
+
+@contextmanager
+def graph_pricing(**changes: float) -> Iterator[CostConstants]:
+    """Inside: every eager op is priced as a kernel of one compiled graph (no host dispatch of its own, the
+    in-graph kernel dispatch ``kernel_in_graph_s`` instead of an eager launch), with ``changes`` to the other
+    constants (e.g. the training stack's efficiencies). Restores the constants on exit. Raises ``TypeError``
+    for an unknown constant. Not thread-safe: for a dry run (plan()), whose clocks are its own."""
+    global _constants
+    saved = _constants
+    _constants = replace_fields(
+        saved, {"eager_host_dispatch_s": 0.0, "eager_launch_s": saved.kernel_in_graph_s, **changes}, "cost constant(s)"
+    )
+    try:
+        yield _constants
+    finally:
+        _constants = saved
 
 
 def set_cost_constants(**changes: float) -> CostConstants:

@@ -25,7 +25,7 @@ import torch.distributed as dist
 
 from ..device.clocks import clocks
 from ..device.dry.alloc import StorageTracker
-from ..device.dry.dispatch import DryMode
+from ..device.dry.dispatch import DryMode, _Paused
 from ..distributed import backend as _backend
 from ..distributed.commmodel import collective_seconds, fabric_for
 from ..distributed.ledger import CommRecord, exposed_comm
@@ -48,6 +48,32 @@ def _kind(func: Any) -> str:
         if name.startswith(prefix):
             return _KIND[prefix]
     raise ValueError(f"no collective kind for {func}")
+
+
+class _ClearOnDeviceThread(torch.autograd.Function):
+    """Identity whose backward clears the DTensor dispatch cache of the thread that runs it (a device's backward
+    runs on the autograd engine's thread for that device, and the C++ cache is per thread)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
+        torch._C._clear_DTensor_sharding_propagator_cache()
+        return grad
+
+
+def _forget_sharding_results() -> None:
+    """Drop DTensor's cached sharding results on this thread: they hold the run's meshes, and a later run's mesh of
+    the same ranks compares equal (a mesh's equality leaves out its process groups), so a hit would name destroyed
+    groups (:class:`_ClearOnDeviceThread` does the same on the autograd engine's neuron thread)."""
+    from torch.distributed.tensor import DTensor
+    from torch.distributed.tensor._redistribute import clear_redistribute_planner_cache
+
+    DTensor._op_dispatcher.sharding_propagator.propagate_op_sharding.cache_clear()
+    clear_redistribute_planner_cache()
+    torch._C._clear_DTensor_sharding_propagator_cache()  # the C++ dispatch fast path's own copy
 
 
 def _tensors(x: Any) -> list[torch.Tensor]:
@@ -93,6 +119,7 @@ class DryRanks:
         self._mesh_init: Any = None
         self._excepthook: Any = None
         self._ddp = DdpPatches()
+        self._mode: DryMode | None = None
 
     def start(self, mode: DryMode, tracker: StorageTracker) -> None:
         """Build the fake process group and the mesh (outside the fake mode), install the charges on ``mode``."""
@@ -119,6 +146,7 @@ class DryRanks:
             sys.excepthook = self._excepthook
             raise
         self._tracker = tracker
+        self._mode = mode
         from torch.distributed.tensor._sharding_prop import ShardingPropagator
 
         # DTensor's sharding propagation runs each op on global-shape fake tensors to learn the output's
@@ -142,8 +170,12 @@ class DryRanks:
                 ShardingPropagator._fake_mode_lock = self._saved_lock  # type: ignore[assignment]
                 self._unwrap_mesh_init()
                 self._ddp.remove()
+            if self._mode is not None:
+                with _Paused(self._mode):  # on the autograd engine's neuron thread, which has a cache of its own
+                    _ClearOnDeviceThread.apply(torch.zeros((), device="neuron", requires_grad=True)).backward()
             if dist.is_initialized():
                 dist.destroy_process_group()
+            _forget_sharding_results()
             if self._excepthook is not None:
                 sys.excepthook = self._excepthook
                 self._excepthook = None

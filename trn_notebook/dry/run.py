@@ -26,6 +26,7 @@ from typing import Any
 import torch
 
 from ..device.clocks import ClockSnapshot
+from ..device.costmodel import graph_pricing
 from ..device.dry.alloc import Crossing
 from ..device.dry.dispatch import DryRunError, Finding
 from ..device.dry.memory import CATEGORIES, MemoryCategories
@@ -139,6 +140,19 @@ class DryRun(Result):
         if category not in CATEGORIES:
             raise ValueError(f"unknown memory category {category!r}; categories: {', '.join(CATEGORIES)}")
         self._session.tracker.label(getattr(tensor, "_local_tensor", tensor), category)
+
+    @contextmanager
+    def priced_as_graph(self, **constants: float) -> Iterator[None]:
+        """Inside: the ops are priced as kernels of one compiled graph (:func:`~..device.costmodel.graph_pricing`,
+        with ``constants`` changed), and an op the compiler lowers runs on the device even where eager would
+        fall back. Raises ``TypeError`` for an unknown cost constant."""
+        mode = self._session.mode
+        with graph_pricing(**constants):
+            saved, mode.in_graph = mode.in_graph, True
+            try:
+                yield
+            finally:
+                mode.in_graph = saved
 
     def note(self, text: str) -> None:
         """Add a line to the run's summary (e.g. a layout decision such as KV-head replication)."""

@@ -46,6 +46,7 @@ class PlanResult(Result):
         more_runs: list[LayoutRun] | None = None,
         profiler_bytes: int = 0,
         stage_layers: list[int] | None = None,
+        execution: str = "eager",
     ):
         import pandas as pd
 
@@ -54,6 +55,7 @@ class PlanResult(Result):
         self.cores_per_chip = get_chip_spec(chip).physical_cores // lnc
         self.extrapolated = extrapolated
         self.profiler_bytes = profiler_bytes  # HBM the profiler's DEVICE mode holds, already out of capacity
+        self.execution = execution
         rows = [self._row(r) for r in runs]
         if extrapolated is not None and more_runs is not None:
             d1, d2, full = extrapolated
@@ -144,6 +146,11 @@ class PlanResult(Result):
             + f" over the step time; tokens/s per chip: × seq {w.seq} over the chips ({self.cores_per_chip} logical "
             "cores each); host memory (assumed): one bf16 copy of the full weights to load the checkpoint.",
         ]
+        if self.execution == "graph":
+            notes.append(
+                "GRAPH: each op priced as a kernel of one compiled graph (no per-op host dispatch or eager launch; the "
+                "ops of the eager step, no fusion assumed), as NxD Training's XLA graphs run a step."
+            )
         if self.profiler_bytes:
             notes.append(
                 f"PROFILED: the capacity is {fmt_bytes(self.profiler_bytes)} lower, the HBM the profiler's "
@@ -157,7 +164,12 @@ class PlanResult(Result):
             )
         notes += sorted({n for n in self.table["note"] if n})
         parts: list[Result] = [
-            Table(f"plan: {self.model} training step on {self.chip} (LNC={self.lnc})", COLUMNS, rows, notes)
+            Table(
+                f"plan: {self.model} training step on {self.chip} (LNC={self.lnc}, {self.execution})",
+                COLUMNS,
+                rows,
+                notes,
+            )
         ]
         if self.best is None:
             parts.append(
@@ -176,6 +188,7 @@ def plan(
     dtype: torch.dtype = torch.bfloat16,
     depths: tuple[int, int] | None = None,
     profile: bool = False,
+    execution: str = "eager",
 ) -> PlanResult:
     """Dry-run a training step of ``model`` under each layout; the table says which fit (see the module docstring).
 
@@ -190,10 +203,17 @@ def plan(
     ``depths=(d1, d2)`` (a config only): run each layout at ``d1`` and ``d2`` decoder layers and extrapolate
     every figure linearly to the config's depth (faster; the table says EXTRAPOLATED). Default: full size.
 
+    ``execution``: ``"eager"`` (default; every op dispatched and launched on its own, as TorchNeuron's eager
+    mode) or ``"graph"`` (the step as compiled graphs run it, as NxD Training's XLA graphs do: the same ops priced
+    as kernels of one graph, without per-op dispatch or launch; no fusion is assumed). Raises ``ValueError`` for
+    another value.
+
     ``profile=True``: plan the step under ``torch.profiler`` with ``ProfileMode.DEVICE``, whose buffers hold HBM
     (about 5 GB on trn2): each layout's capacity is that much lower. Raises ``ValueError`` on a chip with no
     published figure for it.
     """
+    if execution not in ("eager", "graph"):
+        raise ValueError(f"execution must be 'eager' or 'graph', got {execution!r}")
     spec = get_chip_spec(chip)
     lnc = spec.lnc if lnc is None else lnc
     if lnc not in ((1, 2) if spec.logical_grouping else (1,)):
@@ -215,8 +235,10 @@ def plan(
     chosen = list(layouts) if layouts is not None else list(DEFAULT_LAYOUTS)
     workload = workload or Workload()
     if depths is None:
-        runs = [run_layout(source, layout, workload, spec, dtype) for layout in chosen]
-        return PlanResult(source.name, workload, spec.name, lnc, capacity, runs, profiler_bytes=profiler_bytes)
+        runs = [run_layout(source, layout, workload, spec, dtype, execution) for layout in chosen]
+        return PlanResult(
+            source.name, workload, spec.name, lnc, capacity, runs, profiler_bytes=profiler_bytes, execution=execution
+        )
     d1, d2 = depths
     full = int(getattr(source.config, "num_hidden_layers", 0) or 0)
     if source.config is None or not 0 < d1 < d2 <= full:
@@ -231,12 +253,12 @@ def plan(
                 f"depths={depths!r} with {layout.name}: each of {layout.pp} stages needs {d2} of the config's "
                 f"{full} layers and the layers must split evenly; choose smaller depths"
             )
-        runs.append(run_layout(source.with_layers(d1 * layout.pp), layout, workload, spec, dtype))
-        more.append(run_layout(source.with_layers(d2 * layout.pp), layout, workload, spec, dtype))
+        runs.append(run_layout(source.with_layers(d1 * layout.pp), layout, workload, spec, dtype, execution))
+        more.append(run_layout(source.with_layers(d2 * layout.pp), layout, workload, spec, dtype, execution))
         rows_at.append(full // layout.pp)
     return PlanResult(
         source.name, workload, spec.name, lnc, capacity, runs, (d1, d2, full), more, profiler_bytes=profiler_bytes,
-        stage_layers=rows_at,
+        stage_layers=rows_at, execution=execution,
     )  # fmt: skip
 
 

@@ -2,8 +2,9 @@
 
 The model is built on ``meta``, laid out, then given each rank's shards on ``neuron`` with
 ``to_empty`` (as torchtitan's estimator does: no rank ever holds the whole model; the weights' values
-are not initialised, a dry run needs none). The layout is torch's own: ``parallelize_module`` with ``ColwiseParallel`` on the q/k/v and gate/up
-projections and ``RowwiseParallel`` on the o and down projections (the Megatron split), activation
+are not initialised, a dry run needs none). The layout is torch's own: ``parallelize_module`` (:mod:`.tensor_parallel`: sequence parallel with a
+vocabulary-parallel embedding and head for Llama-shaped models, else the Megatron split of the q/k/v/o and
+gate/up/down projections), activation
 checkpointing with ``apply_activation_checkpointing`` (non-reentrant) on each decoder layer, then
 ``fully_shard`` of each decoder layer and of the root on the mesh's ``dp`` dimension. When TP exceeds
 the model's K/V heads, the K/V heads are replicated up to TP (NxD Inference's ``GQA.CONVERT_TO_MHA``),
@@ -12,6 +13,7 @@ and the run says so.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -23,11 +25,10 @@ from torch import nn
 
 from ..device.chips import ChipSpec
 from ..dry.run import DryRun, dryrun
+from . import tensor_parallel
 from .layouts import Layout, Workload
 from .step import StepFigures, training_step
 
-_COLWISE = ("q_proj", "k_proj", "v_proj", "gate_proj", "up_proj")
-_ROWWISE = ("o_proj", "down_proj")
 NO_OOM = 1 << 50  # the dry allocator's capacity while planning: the peak is the answer, compared afterwards
 
 
@@ -126,24 +127,6 @@ def _default_dtype(dtype: torch.dtype) -> Iterator[None]:
         torch.set_default_dtype(saved)
 
 
-def _tensor_parallel(layers: list[nn.Module], mesh: Any) -> int:
-    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
-
-    sharded = 0
-    for layer in layers:
-        plan: dict[str, Any] = {}
-        for name, mod in layer.named_modules():
-            leaf = name.rsplit(".", 1)[-1]
-            if isinstance(mod, nn.Linear) and leaf in _COLWISE:
-                plan[name] = ColwiseParallel()
-            elif isinstance(mod, nn.Linear) and leaf in _ROWWISE:
-                plan[name] = RowwiseParallel()
-        if plan:
-            parallelize_module(layer, mesh, plan)
-            sharded += len(plan)
-    return sharded
-
-
 @dataclass
 class LayoutRun:
     """The figures of one layout's dry step (all modeled)."""
@@ -160,14 +143,33 @@ class LayoutRun:
         return self.step.step_s
 
 
-def _loss(model: nn.Module, ids: torch.Tensor, config: bool) -> torch.Tensor:
-    if config:
+def _loss(model: nn.Module, ids: torch.Tensor, config: bool, sequence_parallel: bool) -> torch.Tensor:
+    if not config:
+        return model(ids).float().mean()
+    if not sequence_parallel:
         return model(input_ids=ids, labels=ids, use_cache=False).loss
-    return model(ids).float().mean()
+    # the residual stream holds a shard of the sequence: positions are given for the whole of it
+    positions = torch.arange(ids.shape[1], device=ids.device)
+    return model(
+        input_ids=ids, labels=ids, position_ids=positions[None], cache_position=positions, use_cache=False
+    ).loss
+
+
+def _graph_pricing(run: DryRun) -> Callable[[], contextlib.AbstractContextManager[Any]]:
+    """A compiled training step's prices: in-graph kernels at the training graphs' fitted MFU."""
+    from ..device.costmodel import get_cost_constants
+
+    efficiency = get_cost_constants().training_compute_efficiency
+    return lambda: run.priced_as_graph(compute_efficiency=efficiency)
 
 
 def run_layout(
-    source: ModelSource, layout: Layout, workload: Workload, chip: ChipSpec, dtype: torch.dtype
+    source: ModelSource,
+    layout: Layout,
+    workload: Workload,
+    chip: ChipSpec,
+    dtype: torch.dtype,
+    execution: str = "eager",
 ) -> LayoutRun:
     """Dry-run one training step of ``source`` laid out as ``layout`` (see the module docstring).
 
@@ -199,7 +201,15 @@ def run_layout(
         layers = decoder_layers(model)
         in_layers = sum(p.numel() for layer in layers for p in layer.parameters())
         params = sum(p.numel() for p in model.parameters()) + (layout.pp - 1) * in_layers  # every stage's layers
-        if layout.tp > 1 and (not layers or _tensor_parallel(layers, run.mesh["tp"]) == 0):
+        notes = [note] if note else []
+        sp = layout.tp > 1 and tensor_parallel.sequence_parallel_applies(model, source.config)
+        if sp:
+            tensor_parallel.sequence_parallel(model, run.mesh["tp"])
+            notes.append(
+                "TP: sequence parallel, vocabulary-parallel embedding and head, loss on the shards, causal flash "
+                "attention (torchtitan's Llama plan; NxD Training's sequence_parallel_enabled)"
+            )
+        elif layout.tp > 1 and (not layers or tensor_parallel.megatron(layers, run.mesh["tp"]) == 0):
             raise ValueError(
                 f"layout {layout.name}: found no q/k/v/o or gate/up/down nn.Linear projections in repeated "
                 "layers to split for tensor parallelism; use TP 1 for this model"
@@ -217,15 +227,24 @@ def run_layout(
             fully_shard(model, mesh=dp, reshard_after_forward=layout.reshard)
         with run.phase("init"):
             model.to_empty(device="neuron")  # each rank's shards only; values are not needed (a real run loads them)
+        if layout.pp > 1:
+            notes.append(
+                f"PP: a stage of {source.layers()} layers with the embedding and the head (the slowest stage, an "
+                "upper bound); 1F1B schedule"
+            )
+        note = "; ".join(notes) or None
         if note:
             run.note(note)
-        if layout.pp > 1:
-            run.note(
-                f"{layout.name}: one stage of {source.layers()} layers with the embedding and the head (the slowest "
-                "stage, an upper bound); 1F1B schedule"
-            )
         hidden = source.hidden() or 0
         step = training_step(
-            run, model, layout, workload, dtype, lambda m, ids: _loss(m, ids, source.config is not None), hidden
+            run,
+            model,
+            layout,
+            workload,
+            dtype,
+            lambda m, ids: _loss(m, ids, source.config is not None, sp),
+            hidden,
+            tensor_parallel.loss_on_shards if sp else contextlib.nullcontext,
+            _graph_pricing(run) if execution == "graph" else contextlib.nullcontext,
         )
     return LayoutRun(layout, run, params, step, note)

@@ -18,6 +18,8 @@ composed from the two, as the schedule runs them:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,6 +59,16 @@ def _local(t: torch.Tensor) -> torch.Tensor:
     return t.to_local() if hasattr(t, "to_local") else t
 
 
+def _local_grad(p: torch.Tensor) -> torch.Tensor:
+    """This rank's shard of ``p.grad``, laid out as ``p`` is (DTensor may leave a gradient replicated)."""
+    g = p.grad
+    assert g is not None
+    placements = getattr(p, "placements", None)
+    if placements is not None and getattr(g, "placements", placements) != placements:
+        g = g.redistribute(p.device_mesh, placements)  # type: ignore[attr-defined]
+    return _local(g)
+
+
 class FlatOptimizer:
     """ZeRO-1 / mixed-precision optimizer of NxD Training: flat FP32 gradient buffer, master shard, AdamW."""
 
@@ -82,7 +94,7 @@ class FlatOptimizer:
 
     def accumulate(self) -> None:
         """Add this microbatch's gradients into the flat buffer and free them (as NxD's main-grad hooks do)."""
-        grads = [_local(p.grad).to(v.dtype) for p, v in zip(self.params, self.views, strict=True) if p.grad is not None]
+        grads = [_local_grad(p).to(v.dtype) for p, v in zip(self.params, self.views, strict=True) if p.grad is not None]
         torch._foreach_add_([v for p, v in zip(self.params, self.views, strict=True) if p.grad is not None], grads)
         for p in self.params:
             p.grad = None
@@ -131,11 +143,14 @@ def training_step(
     dtype: torch.dtype,
     loss_of: Any,
     hidden: int,
+    loss_context: Callable[[], AbstractContextManager[Any]] = nullcontext,
+    pricing: Callable[[], AbstractContextManager[Any]] = nullcontext,
 ) -> StepFigures:
     """Run one microstep and one optimizer step of ``model`` in ``run`` and compose the step (module docstring).
 
     ``loss_of(model, ids)`` returns the loss of one microbatch; ``hidden`` is the width of the activations a
-    pipeline stage hands on.
+    pipeline stage hands on; ``loss_context()`` is entered around the forward and the backward (``loss_parallel``
+    for vocabulary-sharded logits).
     """
     micro = workload.microbatches(layout)
     flat = layout.fsdp == 1 and (layout.dp > 1 or workload.master_weights)
@@ -149,30 +164,32 @@ def training_step(
     if not flat and not foreach:
         run.note("TP without FSDP: AdamW(foreach=False) (torch's foreach ops refuse plain tensors mixed with DTensors)")
     ids = torch.zeros(workload.batch, workload.seq, dtype=torch.long, device="neuron")
-    clocks.sync("start of the training step")
-    t0 = clocks.snapshot().sim_host_s
-    works = _handoffs(run, layout, workload, hidden, dtype)
-    with run.phase("forward"):
-        loss = loss_of(model, ids)
-    with run.phase("backward"):
-        loss.backward()
-        if flat_opt is not None:
-            flat_opt.accumulate()
-    for w in works:
-        w.wait()
-    del loss
-    clocks.sync("end of the microstep")
-    t1 = clocks.snapshot().sim_host_s
-    comm_micro, exposed_micro = exposed_comm(t0)
-    with run.phase("optimizer"):
-        if flat_opt is not None:
-            flat_opt.step()
-        else:
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-    clocks.sync("end of the training step")
-    t2 = clocks.snapshot().sim_host_s
-    comm_all, exposed_all = exposed_comm(t0)
+    with pricing():  # eager prices, or those of one compiled graph
+        clocks.sync("start of the training step")
+        t0 = clocks.snapshot().sim_host_s
+        works = _handoffs(run, layout, workload, hidden, dtype)
+        with loss_context():
+            with run.phase("forward"):
+                loss = loss_of(model, ids)
+            with run.phase("backward"):
+                loss.backward()
+            if flat_opt is not None:
+                flat_opt.accumulate()
+        for w in works:
+            w.wait()
+        del loss
+        clocks.sync("end of the microstep")
+        t1 = clocks.snapshot().sim_host_s
+        comm_micro, exposed_micro = exposed_comm(t0)
+        with run.phase("optimizer"):
+            if flat_opt is not None:
+                flat_opt.step()
+            else:
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+        clocks.sync("end of the training step")
+        t2 = clocks.snapshot().sim_host_s
+        comm_all, exposed_all = exposed_comm(t0)
     slots = micro + layout.pp - 1
     return StepFigures(
         microbatches=micro,

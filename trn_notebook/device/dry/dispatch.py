@@ -137,6 +137,10 @@ class _Paused:
         self.mode.paused -= 1
 
 
+# Inside a compiled graph these only move data between layouts: the compiler folds them into their neighbours
+_LAYOUT_COPIES = frozenset({"copy_", "clone", "_to_copy", "contiguous"})
+
+
 class DryMode(TorchDispatchMode):
     """Charges every ``neuron`` op of a dry run as the device would (see the module docstring)."""
 
@@ -151,6 +155,7 @@ class DryMode(TorchDispatchMode):
         # (``fake(func, args, kwargs)`` gives it the shape-only one). Layers above the device install them.
         self.hooks: dict[Any, Callable[..., Any]] = {}
         self.paused = 0  # > 0: ops pass straight to FakeTensorMode, uncharged and unallocated (see `paused()`)
+        self.in_graph = False  # priced as kernels of one compiled graph: an op the compiler lowers runs on device
         self.host = RealHost()  # active: real host tensors keep real values (see `real_host()`)
         self._composite: list[Any] = []  # composites being expanded (a composite calling itself goes to fake)
         self._direct: dict[Any, Callable[..., Any]] = {
@@ -325,6 +330,11 @@ class DryMode(TorchDispatchMode):
                 raise _d._same_device_error(info.name)
             args = _host_shapes.indices_on_device(self, args, pairs[0][0].device)
         category = placed_category(info, category, dtype, native, cfg, _d.flags.formatting)
+        fused = False
+        if self.in_graph:
+            if category != "native" and info.lowered:
+                category = "native"  # inside a compiled graph the compiler's lowering runs it (compiler/lowering)
+            fused = category == "native" and (info.name in _LAYOUT_COPIES or torch.Tag.pointwise in func.tags)
         special = _host_shapes.SPECIAL.get(func)
         result = special(self, func, args, kwargs) if special is not None else self._fake(func, args, kwargs)
         if info.mutable:
@@ -333,7 +343,8 @@ class DryMode(TorchDispatchMode):
         if state.accounting:
             if category == "native":
                 # a foreach op: one launch over its lists, as the real kernel charges it (costmodel.foreach_seconds)
-                _d._account_native(info, result, pairs, in_bytes, dtype, _perf() - t0, args if info.foreach else None)
+                foreach_args = args if info.foreach else None
+                _d._account_native(info, result, pairs, in_bytes, dtype, _perf() - t0, foreach_args, fused)
             else:
                 _d._account_host(info, category, result, pairs, in_bytes, dtype, _perf() - t0)
         return result

@@ -58,6 +58,7 @@ class _OpInfo:
         "dtypes",
         "flops",
         "foreach",
+        "lowered",
         "mutable",
         "name",
         "number_args",
@@ -78,6 +79,7 @@ class _OpInfo:
         self.reason = rule.reason
         self.dtypes = rule.dtypes  # "can run here": other dtypes fall back
         self.flops = rule.flops
+        self.lowered = bool(rule.lower)  # the compiler lowers it to an IR op (it runs on device inside a graph)
         self.foreach = name.startswith("_foreach_")  # one fused launch over its lists (costmodel.foreach_seconds)
         self.mutable = any(a.alias_info is not None and a.alias_info.is_write for a in schema.arguments)
         # a view op: host_only, returns one read-only alias of its first argument (view, as_strided, t …)
@@ -379,11 +381,15 @@ def _account_native(
     dtype: torch.dtype | None,
     wall_s: float,
     foreach_args: tuple[Any, ...] | None = None,
+    fused: bool = False,
 ) -> None:
     """Charge a native op: its roofline device time plus launch on the clocks, one call in the placement log
-    (a foreach op: one launch whose device time is the sum over its lists, ``foreach_args`` its arguments)."""
+    (a foreach op: one launch whose device time is the sum over its lists, ``foreach_args`` its arguments;
+    ``fused``: fused into a neighbouring kernel of a compiled graph, so no time of its own beyond the launch)."""
     dt = dtype or torch.float32
-    if foreach_args is not None:
+    if fused:
+        device_s = 0.0
+    elif foreach_args is not None:
         device_s = costmodel.foreach_seconds(state.chip, dt, foreach_args, result if isinstance(result, list) else None)
     else:
         device_s = _native_seconds(info, result, pairs, in_bytes, dt)
