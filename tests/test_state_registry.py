@@ -45,6 +45,7 @@ CONSTANTS: dict[str, str] = {
     "device/dry/session.py:_active": "thread-local pointer to the running dry session, owned by DrySession",
     "locks.py:_RANK": "each lock rank's position in ORDER (built from ORDER at import)",
     "locks.py:_held": "thread-local stack of the checked locks a thread holds (taken and released with them)",
+    "fidelity/configs.py:BERT_LARGE": "published model dimensions",
     "fidelity/configs.py:DEEPSEEK_V3": "published model dimensions",
     "fidelity/configs.py:LLAMA_70B": "published model dimensions",
     "fidelity/configs.py:LLAMA_8B": "published model dimensions",

@@ -51,3 +51,19 @@ def test_bad_arguments_are_usage_errors(ip) -> None:
     with pytest.raises(UsageError, match="bad layout"):
         ip.user_ns["factory_for_plan"] = lambda: None
         ip.run_line_magic("trn", "plan factory_for_plan --layouts ep2")
+
+
+def test_plan_magic_takes_the_training_options(ip) -> None:
+    from transformers import LlamaConfig
+
+    ip.user_ns["tiny_cfg"] = LlamaConfig(
+        vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2,
+    )  # fmt: skip
+    result = ip.run_line_magic(
+        "trn", "plan tiny_cfg --layouts dp2+zero1 --batch 2 --seq 16 --global-batch 8 --master-weights --chip trn1 "
+        "--execution graph"
+    )  # fmt: skip
+    row = result.table.loc["dp2+zero1"]
+    assert row["microbatches"] == 2 and result.chip == "trn1" and result.execution == "graph"
+    assert "global batch 8" in result.text()

@@ -52,7 +52,7 @@ class CostConstants:
     # The MFU of compiled training graphs (NxD Training's XLA graphs on Trn1) where plan(execution="graph") prices
     # a training step: FITTED on the training table's T1 and T2 only (fidelity/training.py; docs/fidelity.md,
     # "Training"); the serving stack's compute_efficiency above is fitted on serving rows and not used there.
-    training_compute_efficiency: float = 0.559
+    training_compute_efficiency: float = 0.543
     # A collective inside a compiled graph (TP all-reduce per layer): its fixed cost, replacing the
     # stand-alone nccom-test floor (comm launch_s, 55 us) that the alpha-beta model adds to a collective
     # launched on its own. FITTED on R6's published profile split (collectives ~3 ms per token).

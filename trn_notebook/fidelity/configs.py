@@ -164,6 +164,13 @@ LLAMA_70B = ModelSpec(
     | {"num_key_value_heads": 8},
     "meta-llama/Llama-3.3-70B-Instruct config.json (published dimensions)",
 )
+BERT_LARGE = ModelSpec(
+    "BERT-Large",
+    "auto",
+    {"model_type": "bert", "vocab_size": 30522, "hidden_size": 1024, "num_hidden_layers": 24}
+    | {"num_attention_heads": 16, "intermediate_size": 4096, "max_position_embeddings": 512},
+    "google-research/bert BERT-Large uncased (published dimensions; the NxD script's phase-1 model)",
+)
 MIXTRAL_8X7B = ModelSpec(
     "Mixtral-8x7B",
     "mixtral",

@@ -24,15 +24,8 @@ import torch
 from ..device import costmodel
 from ..display.format import fmt_s, fmt_share
 from ..planner.layouts import Workload
-from .configs import LLAMA_8B, LLAMA_70B, ModelSpec
+from .configs import BERT_LARGE, LLAMA_8B, LLAMA_70B, ModelSpec
 
-BERT_LARGE = ModelSpec(
-    "BERT-Large",
-    "auto",
-    {"model_type": "bert", "vocab_size": 30522, "hidden_size": 1024, "num_hidden_layers": 24}
-    | {"num_attention_heads": 16, "intermediate_size": 4096, "max_position_embeddings": 512},
-    "google-research/bert BERT-Large uncased (published dimensions; the NxD script's phase-1 model)",
-)
 PARTS = ("compute", "exposed communication", "optimizer", "pipeline bubble")
 
 
@@ -89,7 +82,7 @@ ROWS: tuple[TrainingRow, ...] = (
     TrainingRow(
         "T2", "BERT-Large phase 1, 1 × trn1.32xlarge", BERT_LARGE, "dp32",
         Workload(batch=16, seq=128, global_batch=16384), BF16, 3826.6, "sequences", fitted=True,
-        not_modeled="stochastic rounding (no cost modeled); the MLM head on every position, the NSP head left out",
+        not_modeled="stochastic rounding (no cost modeled); the MLM head on every position (BertForMaskedLM), no NSP head",
     ),
     TrainingRow(
         "T3", "Llama-3.1-70B pre-training, 32 × trn1.32xlarge", LLAMA_70B, "tp32xpp8xdp4+zero1",
@@ -203,6 +196,14 @@ def markdown(results: Iterable[TrainingResult]) -> str:
             f"| {step} | {r.dominant} | {fits} | {'yes' if row.fitted else 'no (prediction)'} | {row.not_modeled} |"
         )
     return "\n".join(lines)
+
+
+def row(row_id: str) -> TrainingRow:
+    """The published row ``row_id`` (``"T1"`` … ``"T6"``); raises ``KeyError`` naming the rows."""
+    found = {r.id: r for r in ROWS}
+    if row_id not in found:
+        raise KeyError(f"no training row {row_id!r}; rows: {', '.join(found)}")
+    return found[row_id]
 
 
 def result_of(results: Iterable[TrainingResult], row_id: str) -> TrainingResult:

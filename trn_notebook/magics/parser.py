@@ -136,6 +136,9 @@ def build_parser() -> Parser:
     p.add_argument("--seq", type=_positive, default=2048, help="tokens per sequence (default 2048)")
     p.add_argument("--global-batch", type=_positive, help="sequences per optimizer step (accumulates microbatches)")
     p.add_argument("--master-weights", action="store_true", help="FP32 master weights, gradients and AdamW state")
+    p.add_argument(
+        "--execution", choices=("eager", "graph"), default="eager", help="price the step eager or as compiled graphs"
+    )
     p.add_argument("--chip", choices=CHIPS, default="trn2")
     p.add_argument("--lnc", type=int, choices=(1, 2), help="logical NeuronCore config (default: the chip's; trn1: 1)")
     add("status", "device, memory, compile cache and fallbacks in one card")

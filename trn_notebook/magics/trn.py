@@ -136,6 +136,7 @@ class TrnMagics(Magics):
                 chip=args.chip,
                 lnc=args.lnc,
                 layouts=layouts,
+                execution=args.execution,
             )
         except (ValueError, TypeError) as exc:
             raise UsageError(f"%trn plan: {exc}") from None

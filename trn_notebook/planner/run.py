@@ -80,7 +80,6 @@ class ModelSource:
         """The model (inside the dry run, on ``neuron``); with a note when K/V heads were replicated for ``tp``."""
         if self.factory is not None:
             return self.factory(), None
-        import transformers
 
         cfg = self.config
         note = None
@@ -96,7 +95,18 @@ class ModelSource:
                 f"TP {tp} > {kv} K/V heads: K/V heads replicated {kv} → {tp} (one per rank, as NxD Inference's "
                 "GQA.CONVERT_TO_MHA does); K/V projection memory and FLOPs grow accordingly"
             )
-        return transformers.AutoModelForCausalLM.from_config(cfg), note
+        return _auto_class(cfg).from_config(cfg), note
+
+
+def _auto_class(config: Any) -> Any:
+    """``AutoModelForMaskedLM`` for an encoder (a model type with a masked-LM head, not marked a decoder: BERT's
+    pre-training), else ``AutoModelForCausalLM``."""
+    import transformers
+    from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING_NAMES
+
+    if config.model_type in MODEL_FOR_MASKED_LM_MAPPING_NAMES and not getattr(config, "is_decoder", False):
+        return transformers.AutoModelForMaskedLM
+    return transformers.AutoModelForCausalLM
 
 
 def decoder_layers(model: nn.Module) -> list[nn.Module]:
