@@ -47,6 +47,7 @@ CONSTANTS: dict[str, str] = {
     "locks.py:_held": "thread-local stack of the checked locks a thread holds (taken and released with them)",
     "fidelity/configs.py:BERT_LARGE": "published model dimensions",
     "fidelity/configs.py:DEEPSEEK_V3": "published model dimensions",
+    "fidelity/configs.py:VIT_BASE": "published model dimensions",
     "fidelity/configs.py:LLAMA_70B": "published model dimensions",
     "fidelity/configs.py:LLAMA_8B": "published model dimensions",
     "fidelity/configs.py:MIXTRAL_8X7B": "published model dimensions",

@@ -281,6 +281,9 @@ def test_pipeline_stages_charge_the_bubble_hand_offs_and_activations_in_flight(f
     assert pp["microbatches"] == 4 and pp["bubble_s"] == pytest.approx(pp["micro_s"])  # 1F1B: pp - 1 slots
     assert pp["step_s"] == pytest.approx(5 * pp["micro_s"] + pp["optimizer_s"])
     assert {"send", "recv"} <= set(result.runs["pp2×dp2"].run.ranks.by_kind())
+    step = result.runs["pp2×dp2"].step  # the first stage holds a second microbatch's activations (1F1B)
+    assert step.activation_bytes > 0 and step.in_flight_bytes == step.activation_bytes
+    assert pp["peak_allocated"] == result.runs["pp2×dp2"].run.memory.counters.peak_allocated + step.in_flight_bytes
     assert pp["micro_s"] < flat["micro_s"]  # a stage runs half the layers
     assert "1F1B" in result.text()
     # depths are a stage's layers: at (1, 2) the second run is the full stage, so the line lands on it exactly

@@ -50,12 +50,26 @@ def test_graph_pricing_drops_dispatch_fallbacks_and_fused_traffic(fresh_device) 
         trn_notebook.plan(cfg, layouts="dp2", execution="compiled")
 
 
-def test_the_ledger_says_what_it_cannot_model() -> None:
-    t6 = training.evaluate(training.result_of([training.TrainingResult(r) for r in training.ROWS], "T6").row)
-    assert t6.modeled is None and "missing" in training.markdown([t6]) and "not modeled" in t6.row.not_modeled
+def test_the_ledger_shows_a_row_without_a_figure_as_missing() -> None:
+    t6 = training.row("T6")
+    table = training.markdown([training.TrainingResult(t6)])  # a row not (or not yet) modeled
+    assert "| missing |" in table and t6.not_modeled in table
     assert [r.id for r in training.ROWS if r.fitted] == ["T1", "T2"]
     with pytest.raises(KeyError, match="T1, T2"):
-        training.result_of([training.TrainingResult(r) for r in training.ROWS[:2]], "T9")
+        training.row("T9")
+
+
+def test_an_image_model_plans_with_pixels(fresh_device) -> None:
+    from transformers import ViTConfig
+
+    cfg = ViTConfig(
+        hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, image_size=32, patch_size=8,
+        num_labels=10,
+    )  # fmt: skip
+    result = trn_notebook.plan(cfg, Workload(batch=4, seq=17, global_batch=16), layouts="dp2", execution="graph")
+    row = result.table.loc["dp2"]
+    assert row["microbatches"] == 2 and row["sequences_per_s"] == pytest.approx(16 / row["step_s"])
+    assert "conv" in " ".join(result.runs["dp2"].run.placement.keys())  # the patch embedding ran on pixels
 
 
 @pytest.mark.slow

@@ -181,6 +181,11 @@ class DryRun(Result):
         return self.figures.clocks
 
     @property
+    def allocated_now(self) -> int:
+        """Bytes the shape-only allocator holds right now (inside the run: live; after it: at its end)."""
+        return int(self._session.allocator.counters.allocated)
+
+    @property
     def memory(self) -> MemorySnapshot:
         """The shape-only allocator's figures: allocated, reserved, peaks per phase, OOM events."""
         return self.figures.memory

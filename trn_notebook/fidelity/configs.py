@@ -171,6 +171,13 @@ BERT_LARGE = ModelSpec(
     | {"num_attention_heads": 16, "intermediate_size": 4096, "max_position_embeddings": 512},
     "google-research/bert BERT-Large uncased (published dimensions; the NxD script's phase-1 model)",
 )
+VIT_BASE = ModelSpec(
+    "ViT-Base/16",
+    "auto",
+    {"model_type": "vit", "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12}
+    | {"intermediate_size": 3072, "image_size": 224, "patch_size": 16, "num_labels": 10},
+    "google/vit-base-patch16-224 (published dimensions), a 10-class head for CIFAR-10 as the row's script fine-tunes",
+)
 MIXTRAL_8X7B = ModelSpec(
     "Mixtral-8x7B",
     "mixtral",

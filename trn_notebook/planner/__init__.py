@@ -78,7 +78,7 @@ class PlanResult(Result):
     def _row(self, r: LayoutRun) -> dict[str, Any]:
         m = r.run.memory.counters
         cats = dict(r.run.by_category or {})
-        in_flight = r.step.in_flight_bytes(cats.get("activations", 0))
+        in_flight = r.step.in_flight_bytes
         if in_flight:
             cats["activations"] = cats.get("activations", 0) + in_flight
         return {

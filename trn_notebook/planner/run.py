@@ -99,14 +99,27 @@ class ModelSource:
 
 
 def _auto_class(config: Any) -> Any:
-    """``AutoModelForMaskedLM`` for an encoder (a model type with a masked-LM head, not marked a decoder: BERT's
-    pre-training), else ``AutoModelForCausalLM``."""
+    """``AutoModelForImageClassification`` for an image model (ViT fine-tuning), ``AutoModelForMaskedLM`` for an
+    encoder (a model type with a masked-LM head, not marked a decoder: BERT's pre-training), else
+    ``AutoModelForCausalLM``."""
     import transformers
-    from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING_NAMES
+    from transformers.models.auto import modeling_auto
 
-    if config.model_type in MODEL_FOR_MASKED_LM_MAPPING_NAMES and not getattr(config, "is_decoder", False):
+    if is_vision(config):
+        return transformers.AutoModelForImageClassification
+    if config.model_type in modeling_auto.MODEL_FOR_MASKED_LM_MAPPING_NAMES and not getattr(
+        config, "is_decoder", False
+    ):
         return transformers.AutoModelForMaskedLM
     return transformers.AutoModelForCausalLM
+
+
+def is_vision(config: Any) -> bool:
+    """An image classifier's config (a model type with an image-classification head and an ``image_size``)."""
+    from transformers.models.auto import modeling_auto
+
+    names = modeling_auto.MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES
+    return config is not None and config.model_type in names and hasattr(config, "image_size")
 
 
 def decoder_layers(model: nn.Module) -> list[nn.Module]:
@@ -153,9 +166,14 @@ class LayoutRun:
         return self.step.step_s
 
 
-def _loss(model: nn.Module, ids: torch.Tensor, config: bool, sequence_parallel: bool) -> torch.Tensor:
-    if not config:
+def _loss(model: nn.Module, ids: torch.Tensor, config: Any, sequence_parallel: bool) -> torch.Tensor:
+    if config is None:
         return model(ids).float().mean()
+    if is_vision(config):  # a microbatch of images (ids' rows): pixels at the config's size, one label each
+        size, channels = int(config.image_size), int(getattr(config, "num_channels", 3))
+        pixels = torch.zeros(ids.shape[0], channels, size, size, device=ids.device)
+        labels = torch.zeros(ids.shape[0], dtype=torch.long, device=ids.device)
+        return model(pixel_values=pixels, labels=labels).loss
     if not sequence_parallel:
         return model(input_ids=ids, labels=ids, use_cache=False).loss
     # the residual stream holds a shard of the sequence: positions are given for the whole of it
@@ -252,7 +270,7 @@ def run_layout(
             layout,
             workload,
             dtype,
-            lambda m, ids: _loss(m, ids, source.config is not None, sp),
+            lambda m, ids: _loss(m, ids, source.config, sp),
             hidden,
             tensor_parallel.loss_on_shards if sp else contextlib.nullcontext,
             _graph_pricing(run) if execution == "graph" else contextlib.nullcontext,

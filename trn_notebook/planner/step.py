@@ -44,10 +44,12 @@ class StepFigures:
     comm_s: float
     exposed_s: float
     pp: int = 1
+    activation_bytes: int = 0  # what one microbatch's forward leaves allocated for its backward
 
-    def in_flight_bytes(self, activations: int) -> int:
-        """Activations of the extra microbatches the first pipeline stage holds, given one microbatch's."""
-        return (min(self.pp, self.microbatches) - 1) * activations
+    @property
+    def in_flight_bytes(self) -> int:
+        """Activations of the extra microbatches the first pipeline stage holds (1F1B: min(pp, m) in flight)."""
+        return (min(self.pp, self.microbatches) - 1) * self.activation_bytes
 
     @property
     def step_s(self) -> float:
@@ -169,8 +171,10 @@ def training_step(
         t0 = clocks.snapshot().sim_host_s
         works = _handoffs(run, layout, workload, hidden, dtype)
         with loss_context():
+            before = run.allocated_now
             with run.phase("forward"):
                 loss = loss_of(model, ids)
+            activations = run.allocated_now - before
             with run.phase("backward"):
                 loss.backward()
             if flat_opt is not None:
@@ -199,4 +203,5 @@ def training_step(
         comm_s=slots * comm_micro + (comm_all - comm_micro),
         exposed_s=slots * exposed_micro + (exposed_all - exposed_micro),
         pp=layout.pp,
+        activation_bytes=max(activations, 0),
     )
