@@ -25,7 +25,7 @@ import torch.distributed as dist
 
 from ..device.clocks import clocks
 from ..device.dry.alloc import StorageTracker
-from ..device.dry.dispatch import DryMode, _Paused
+from ..device.dry.dispatch import DryMode
 from ..distributed import backend as _backend
 from ..distributed.commmodel import collective_seconds, fabric_for
 from ..distributed.ledger import CommRecord, exposed_comm
@@ -171,7 +171,7 @@ class DryRanks:
                 self._unwrap_mesh_init()
                 self._ddp.remove()
             if self._mode is not None:
-                with _Paused(self._mode):  # on the autograd engine's neuron thread, which has a cache of its own
+                with self._mode.pause():  # on the autograd engine's neuron thread, which has a cache of its own
                     _ClearOnDeviceThread.apply(torch.zeros((), device="neuron", requires_grad=True)).backward()
             if dist.is_initialized():
                 dist.destroy_process_group()

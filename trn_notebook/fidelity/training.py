@@ -15,9 +15,8 @@ kernels reach. Every other row is a prediction. What the plan does not model is 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 import torch
 
@@ -128,36 +127,25 @@ def evaluate(row: TrainingRow, chips: tuple[str, ...] = ("trn1", "trn1n")) -> Tr
             result.modeled_trn1n = rate
             continue
         result.modeled, result.step_s, result.fits = rate, float(t["step_s"]), bool(t["fits"])
-        exposed = float(t["exposed_comm_s"])
-        result.parts = {
-            "compute": max(float(t["step_s"]) - exposed - float(t["optimizer_s"]) - float(t["bubble_s"]), 0.0),
-            "exposed communication": exposed,
-            "optimizer": float(t["optimizer_s"]),
-            "pipeline bubble": float(t["bubble_s"]),
-        }
+        exposed, optimizer, bubble = float(t["exposed_comm_s"]), float(t["optimizer_s"]), float(t["bubble_s"])
+        compute = max(result.step_s - exposed - optimizer - bubble, 0.0)
+        result.parts = dict(zip(PARTS, (compute, exposed, optimizer, bubble), strict=True))
     return result
-
-
-def ledger(rows: Iterable[TrainingRow] = ROWS, chips: tuple[str, ...] = ("trn1", "trn1n")) -> list[TrainingResult]:
-    """Every row evaluated at the constants in force."""
-    return [evaluate(r, chips) for r in rows]
 
 
 def fit(
     rows: Iterable[TrainingRow] | None = None,
     bounds: tuple[float, float] = (0.1, 1.0),
     steps: int = 14,
-    evaluate_row: Callable[[TrainingRow], TrainingResult] | None = None,
 ) -> float:
     """Fit ``training_compute_efficiency`` on ``rows`` (default: the rows marked fitted, T1 and T2): the value
     in ``bounds`` minimising the mean squared log ratio, by golden-section search in log space. Sets it with
     ``set_cost_constants`` and returns it."""
     chosen = tuple(rows) if rows is not None else tuple(r for r in ROWS if r.fitted)
-    run = evaluate_row or (lambda r: evaluate(r, ("trn1",)))
 
     def loss(log_e: float) -> float:
         costmodel.set_cost_constants(training_compute_efficiency=math.exp(log_e))
-        return sum(math.log(run(r).ratio) ** 2 for r in chosen) / len(chosen)
+        return sum(math.log(evaluate(r, ("trn1",)).ratio) ** 2 for r in chosen) / len(chosen)
 
     lo, hi = math.log(bounds[0]), math.log(bounds[1])
     g = (math.sqrt(5) - 1) / 2
@@ -205,19 +193,3 @@ def row(row_id: str) -> TrainingRow:
     if row_id not in found:
         raise KeyError(f"no training row {row_id!r}; rows: {', '.join(found)}")
     return found[row_id]
-
-
-def result_of(results: Iterable[TrainingResult], row_id: str) -> TrainingResult:
-    """The result for ``row_id``; raises ``KeyError`` naming the rows."""
-    found = {r.row.id: r for r in results}
-    if row_id not in found:
-        raise KeyError(f"no training row {row_id!r}; rows: {', '.join(found)}")
-    return found[row_id]
-
-
-def describe_constants() -> dict[str, Any]:
-    """The fitted training constant in force and the rows it is fitted on."""
-    return {
-        "training_compute_efficiency": costmodel.get_cost_constants().training_compute_efficiency,
-        "fitted on": [r.id for r in ROWS if r.fitted],
-    }
